@@ -1,0 +1,37 @@
+//! The state every request sees: the database, the tokens, and how links are built.
+
+use warp::http::HeaderMap;
+
+use crate::db::Db;
+use crate::error::{Error, Problem};
+use crate::jsonapi::Base;
+use crate::tokens::Tokens;
+
+/// Request bodies larger than this are refused with 413.
+pub const DEFAULT_BODY_LIMIT: usize = 2 << 20;
+
+pub struct App {
+    pub db: Db,
+    pub tokens: Tokens,
+    /// Links are built from this origin when set, else from the request's `Host`.
+    pub public_url: Option<Base>,
+    pub body_limit: usize,
+}
+
+impl App {
+    /// The absolute `.../v1` prefix of links for this request.
+    pub fn base(&self, headers: &HeaderMap) -> Result<Base, Error> {
+        if let Some(base) = &self.public_url {
+            return Ok(base.clone());
+        }
+        let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("");
+        Base::new("http", host).ok_or_else(|| {
+            Problem::new(
+                warp::http::StatusCode::BAD_REQUEST,
+                "invalid_host",
+                "The request needs a valid `Host` header (host name or address, optional port); links are built from it.",
+            )
+            .into()
+        })
+    }
+}

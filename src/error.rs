@@ -1,0 +1,192 @@
+//! The one error type of the API and its JSON:API error document.
+//!
+//! Every failure a handler can meet becomes an [`Error`]: one HTTP status and one or more
+//! [`Problem`]s. Client errors say what to fix; server-side causes (500, 503) are logged and
+//! replaced by a generic detail before they reach the client.
+
+use std::fmt::Write as _;
+
+use warp::http::StatusCode;
+
+/// Where in the request a problem was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    None,
+    /// A JSON pointer into the request body, e.g. `/data/attributes/title`.
+    Pointer(String),
+    /// A query parameter, e.g. `page[size]`.
+    Parameter(String),
+}
+
+/// One entry of the `errors` array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub status: StatusCode,
+    /// A short machine-readable code, e.g. `invalid_attribute`.
+    pub code: &'static str,
+    pub detail: String,
+    pub source: Source,
+}
+
+impl Problem {
+    pub fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> Problem {
+        Problem { status, code, detail: detail.into(), source: Source::None }
+    }
+
+    pub fn at(mut self, pointer: impl Into<String>) -> Problem {
+        self.source = Source::Pointer(pointer.into());
+        self
+    }
+
+    pub fn param(mut self, name: impl Into<String>) -> Problem {
+        self.source = Source::Parameter(name.into());
+        self
+    }
+
+    /// 422: a well-formed document with an invalid value at `pointer`.
+    pub fn invalid(pointer: impl Into<String>, detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_value", detail).at(pointer)
+    }
+
+    /// 400: a query parameter the endpoint cannot accept.
+    pub fn bad_param(param: impl Into<String>, detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::BAD_REQUEST, "invalid_parameter", detail).param(param)
+    }
+
+    /// 400: a request document that is not a JSON:API document at all.
+    pub fn malformed(pointer: impl Into<String>, detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::BAD_REQUEST, "malformed_document", detail).at(pointer)
+    }
+}
+
+/// An error response: a status, the problems, and the headers some statuses need.
+#[derive(Debug, Clone)]
+pub struct Error {
+    pub status: StatusCode,
+    pub problems: Vec<Problem>,
+    /// The `Allow` header of a 405.
+    pub allow: Option<&'static str>,
+}
+
+impl Error {
+    /// All problems of one request; the status is theirs when they agree, else 400 (JSON:API).
+    pub fn many(problems: Vec<Problem>) -> Error {
+        let first = problems.first().map_or(StatusCode::BAD_REQUEST, |p| p.status);
+        let status = if problems.iter().all(|p| p.status == first) {
+            first
+        } else if problems.iter().all(|p| p.status.is_client_error()) {
+            StatusCode::BAD_REQUEST
+        } else {
+            StatusCode::INTERNAL_SERVER_ERROR
+        };
+        Error { status, problems, allow: None }
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> Error {
+        Problem::new(StatusCode::NOT_FOUND, "not_found", detail).into()
+    }
+
+    pub fn method_not_allowed(allow: &'static str) -> Error {
+        let detail = format!("This endpoint accepts only these methods: {allow}.");
+        let mut e: Error = Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", detail).into();
+        e.allow = Some(allow);
+        e
+    }
+
+    pub fn unauthorized() -> Error {
+        Problem::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "Send a valid token in the header `Authorization: Bearer <token>`.",
+        )
+        .into()
+    }
+
+    pub fn forbidden(pointer: impl Into<String>, detail: impl Into<String>) -> Error {
+        Problem::new(StatusCode::FORBIDDEN, "forbidden", detail).at(pointer).into()
+    }
+
+    pub fn conflict(pointer: impl Into<String>, detail: impl Into<String>) -> Error {
+        Problem::new(StatusCode::CONFLICT, "conflict", detail).at(pointer).into()
+    }
+
+    /// 503: the database cannot take the request now; the cause is logged, not sent.
+    pub fn unavailable(cause: impl std::fmt::Display) -> Error {
+        log::warn!("service unavailable: {cause}");
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "The database cannot accept this request right now; nothing was changed. Retry shortly.",
+        )
+        .into()
+    }
+
+    /// 500: a fault of the server; the cause is logged, never sent.
+    pub fn internal(cause: impl std::fmt::Display) -> Error {
+        log::error!("internal error: {cause}");
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "The server failed to handle this request; nothing was changed. The cause is in the server log.",
+        )
+        .into()
+    }
+
+    /// The JSON:API error document of this error.
+    pub fn to_document(&self) -> Vec<u8> {
+        let mut out = String::with_capacity(256);
+        out.push_str(r#"{"jsonapi":{"version":"1.0"},"errors":["#);
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let title = p.status.canonical_reason().unwrap_or("Error");
+            let _ = write!(
+                out,
+                r#"{{"status":"{}","code":"{}","title":{},"detail":{}"#,
+                p.status.as_u16(),
+                p.code,
+                json_str(title),
+                json_str(&p.detail)
+            );
+            match &p.source {
+                Source::None => {}
+                Source::Pointer(ptr) => {
+                    let _ = write!(out, r#","source":{{"pointer":{}}}"#, json_str(ptr));
+                }
+                Source::Parameter(name) => {
+                    let _ = write!(out, r#","source":{{"parameter":{}}}"#, json_str(name));
+                }
+            }
+            out.push('}');
+        }
+        out.push_str("]}");
+        out.into_bytes()
+    }
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::Value::from(s).to_string()
+}
+
+impl From<Problem> for Error {
+    fn from(p: Problem) -> Error {
+        Error { status: p.status, problems: vec![p], allow: None }
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    /// Busy, full, read-only and I/O conditions are 503 (retryable, nothing written);
+    /// everything else is a fault of the server.
+    fn from(e: rusqlite::Error) -> Error {
+        use rusqlite::ffi::ErrorCode::*;
+        match e.sqlite_error_code() {
+            Some(DatabaseBusy | DatabaseLocked | DiskFull | ReadOnly | SystemIoFailure | CannotOpen) => {
+                Error::unavailable(e)
+            }
+            _ => Error::internal(e),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

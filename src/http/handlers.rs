@@ -1,0 +1,191 @@
+//! Handlers of `/{type}` and `/{type}/{id}`, and what the relationship handlers share.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures_util::FutureExt;
+use rusqlite::Connection;
+use warp::http::{HeaderMap, Method, StatusCode};
+use warp::path::FullPath;
+use warp::reply::Response;
+
+use super::reply::{check_accept, check_content_type, created, document, error_reply, no_content, read_body};
+use super::{related, BodyStream, Req, Route};
+use crate::app::App;
+use crate::db;
+use crate::error::{Error, Result};
+use crate::jsonapi::body::{self, Mode};
+use crate::jsonapi::query::{normalize_id, Filter};
+use crate::jsonapi::response::{self, RequestUrl};
+use crate::jsonapi::{Accepts, Base, Query};
+use crate::relations;
+use crate::resources::{Relationship, ResourceType};
+use crate::store::{self, Selection};
+
+/// Runs the handler of the chosen route; every outcome, a panic included, becomes a response.
+pub async fn dispatch(
+    headers: HeaderMap,
+    route: Route,
+    method: Method,
+    path: FullPath,
+    query: Option<String>,
+    body: BodyStream,
+    app: Arc<App>,
+) -> Response {
+    let req = Req { method, path, query, headers, body };
+    let work = async move {
+        match route {
+            Route::Collection(rt) => collection(&app, rt, req).await,
+            Route::Item(rt, id) => item(&app, rt, &id, req).await,
+            Route::Related(rt, id, rel) => related::related(&app, rt, &id, &rel, req).await,
+            Route::Relationship(rt, id, rel) => related::relationship(&app, rt, &id, &rel, req).await,
+        }
+    };
+    match AssertUnwindSafe(work).catch_unwind().await {
+        Ok(Ok(response)) => response,
+        Ok(Err(e)) => error_reply(&e),
+        Err(_) => error_reply(&Error::internal("a request handler panicked")),
+    }
+}
+
+async fn collection(app: &App, rt: &'static ResourceType, req: Req) -> Result<Response> {
+    match req.method {
+        Method::GET => list(app, rt, req, None).await,
+        Method::POST => create(app, rt, req).await,
+        _ => Err(Error::method_not_allowed("GET, POST")),
+    }
+}
+
+async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> Result<Response> {
+    let allow = "GET, PATCH, DELETE";
+    if ![Method::GET, Method::PATCH, Method::DELETE].contains(&req.method) {
+        return Err(Error::method_not_allowed(allow));
+    }
+    let id = parse_id(rt, raw_id)?;
+    check_accept(&req.headers)?;
+    match req.method {
+        Method::GET => {
+            let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
+            let base = app.base(&req.headers)?;
+            let path_url = path_url(&base, &req.path);
+            let query = req.query;
+            let body = app
+                .db
+                .read(move |c| {
+                    let url = RequestUrl { path_url: &path_url, query: query.as_deref() };
+                    let read = |c: &Connection| render_one(c, &base, &url, rt, &q, &id);
+                    if q.include.is_empty() {
+                        read(c)
+                    } else {
+                        db::snapshot(c, read)
+                    }
+                })
+                .await?;
+            Ok(document(StatusCode::OK, body))
+        }
+        Method::PATCH => {
+            check_content_type(&req.headers)?;
+            let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
+            let base = app.base(&req.headers)?;
+            let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
+            let changes = body::resource(rt, &bytes, Mode::Update(&id))?;
+            let body = app
+                .db
+                .write(move |c| {
+                    store::update(c, rt, &id, &changes)?;
+                    let url = format!("{}/{}/{id}", base.as_str(), rt.name);
+                    render_one(c, &base, &RequestUrl { path_url: &url, query: None }, rt, &q, &id)
+                })
+                .await?;
+            Ok(document(StatusCode::OK, body))
+        }
+        _ => {
+            Query::parse(req.query.as_deref(), rt, Accepts::Nothing)?;
+            app.db.write(move |c| store::delete(c, rt, &id)).await?;
+            Ok(no_content())
+        }
+    }
+}
+
+/// `GET` of a collection, or of one parent's children when `scope` is set.
+pub(super) async fn list(
+    app: &App,
+    rt: &'static ResourceType,
+    req: Req,
+    scope: Option<(&'static Relationship, String)>,
+) -> Result<Response> {
+    check_accept(&req.headers)?;
+    let q = Query::parse(req.query.as_deref(), rt, Accepts::Collection)?;
+    let base = app.base(&req.headers)?;
+    let path_url = path_url(&base, &req.path);
+    let query = req.query;
+    let bounded = is_bounded(&q);
+    let work = move |c: &Connection| {
+        db::snapshot(c, |c| {
+            let scope = scope.as_ref().map(|(rel, parent)| (*rel, parent.as_str()));
+            if let Some((rel, parent)) = scope {
+                if !store::exists(c, rel.fk.parent, parent)? {
+                    return Err(store::not_found(rel.fk.parent, parent));
+                }
+            }
+            let sel = Selection::new(rt, q.fieldset(rt), &q.include);
+            let (mut page, total) = store::list(c, &sel, &q, scope)?;
+            let included = relations::include(c, &q, &sel, &mut page)?;
+            let url = RequestUrl { path_url: &path_url, query: query.as_deref() };
+            Ok(response::collection(&base, &url, &q, &sel, &page, total, &included))
+        })
+    };
+    let body = if bounded { app.db.read(work).await? } else { app.db.scan(work).await? };
+    Ok(document(StatusCode::OK, body))
+}
+
+/// Whether a page is read by walking one index (so it may run inline): at most one sort key,
+/// and no filter that must look at rows beyond the page.
+fn is_bounded(q: &Query) -> bool {
+    q.sort.len() <= 1 && q.filters.iter().all(|f| !matches!(f, Filter::Equals(a, _) if !a.unique))
+}
+
+async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Response> {
+    check_accept(&req.headers)?;
+    check_content_type(&req.headers)?;
+    let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
+    let base = app.base(&req.headers)?;
+    let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
+    let changes = body::resource(rt, &bytes, Mode::Create)?;
+    let (location, body) = app
+        .db
+        .write(move |c| {
+            let id = store::create(c, rt, &changes)?;
+            let url = format!("{}/{}/{id}", base.as_str(), rt.name);
+            let body = render_one(c, &base, &RequestUrl { path_url: &url, query: None }, rt, &q, &id)?;
+            Ok((url, body))
+        })
+        .await?;
+    Ok(created(&location, body))
+}
+
+/// The document of resource `id` with what `q` includes; 404 when it does not exist.
+pub(super) fn render_one(
+    c: &Connection,
+    base: &Base,
+    url: &RequestUrl<'_>,
+    rt: &'static ResourceType,
+    q: &Query,
+    id: &str,
+) -> Result<Vec<u8>> {
+    let sel = Selection::new(rt, q.fieldset(rt), &q.include);
+    let rec = store::get(c, &sel, id)?.ok_or_else(|| store::not_found(rt, id))?;
+    let mut recs = [rec];
+    let included = relations::include(c, q, &sel, &mut recs)?;
+    Ok(response::resource(base, url, &sel, Some(&recs[0]), &included))
+}
+
+/// The normalized id of a path segment; a segment that is not a UUID names nothing (404).
+pub(super) fn parse_id(rt: &ResourceType, raw: &str) -> Result<String> {
+    normalize_id(raw).ok_or_else(|| store::not_found(rt, raw))
+}
+
+/// The absolute URL of the request path, without the query.
+pub(super) fn path_url(base: &Base, path: &FullPath) -> String {
+    format!("{}{}", base.origin(), path.as_str())
+}

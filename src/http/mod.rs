@@ -1,0 +1,141 @@
+//! The warp filter tree.
+//!
+//! Filters only choose a route: the bearer token is checked first (before anything can reveal
+//! whether a path exists), then the path shape picks a [`Route`]. Once a route is chosen its
+//! handler always replies; method, media type and body rules are applied there, so that a known
+//! path with a wrong method is a 405 with `Allow`, never a fall-through. One `recover` turns the
+//! remaining rejections (no route, no token) into the same JSON:API error document.
+
+mod handlers;
+mod openapi;
+mod related;
+mod reply;
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use futures_util::{Stream, TryStreamExt};
+use warp::http::{HeaderMap, Method};
+use warp::path::FullPath;
+use warp::reply::Response;
+use warp::{Filter, Rejection};
+
+use crate::app::App;
+use crate::resources::{self, ResourceType};
+
+pub use reply::error_reply;
+
+/// The chosen route: a path shape with its resolved type and raw segments.
+#[derive(Debug)]
+pub enum Route {
+    Collection(&'static ResourceType),
+    Item(&'static ResourceType, String),
+    Related(&'static ResourceType, String, String),
+    Relationship(&'static ResourceType, String, String),
+}
+
+pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, warp::Error>> + Send>>;
+
+/// The parts of a request the handlers use.
+pub struct Req {
+    pub method: Method,
+    pub path: FullPath,
+    pub query: Option<String>,
+    pub headers: HeaderMap,
+    pub body: BodyStream,
+}
+
+/// The whole API: `GET /v1/openapi.json` without a token, everything else under `/v1` with one.
+pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
+    let openapi = warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve);
+    let api = warp::path("v1")
+        .and(authorized(app.clone()))
+        .and(route())
+        .and(request())
+        .and(warp::any().map(move || app.clone()))
+        .then(handlers::dispatch);
+    openapi.or(api).unify().recover(reply::rejection).unify()
+}
+
+#[derive(Debug)]
+struct Unauthorized;
+impl warp::reject::Reject for Unauthorized {}
+
+/// Passes the request headers on when they carry an accepted bearer token.
+fn authorized(app: Arc<App>) -> impl Filter<Extract = (HeaderMap,), Error = Rejection> + Clone {
+    warp::header::headers_cloned().and_then(move |headers: HeaderMap| {
+        let ok = app.tokens.accepts(headers.get(warp::http::header::AUTHORIZATION));
+        async move {
+            if ok {
+                Ok(headers)
+            } else {
+                Err(warp::reject::custom(Unauthorized))
+            }
+        }
+    })
+}
+
+/// A resource type named by a path segment; any other segment is no route.
+struct TypeSegment(&'static ResourceType);
+
+impl FromStr for TypeSegment {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        resources::by_name(s).map(TypeSegment).ok_or(())
+    }
+}
+
+fn route() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
+    collection().or(item()).unify().or(related()).unify().or(relationship()).unify()
+}
+
+/// `/{type}`: GET lists, POST creates.
+fn collection() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
+    warp::path::param().and(warp::path::end()).map(|t: TypeSegment| Route::Collection(t.0))
+}
+
+/// `/{type}/{id}`: GET reads, PATCH updates, DELETE deletes.
+fn item() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
+    warp::path::param()
+        .and(warp::path::param())
+        .and(warp::path::end())
+        .map(|t: TypeSegment, id: String| Route::Item(t.0, id))
+}
+
+/// `/{type}/{id}/{relationship}`: GET reads the related resource(s).
+fn related() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
+    warp::path::param()
+        .and(warp::path::param())
+        .and(warp::path::param())
+        .and(warp::path::end())
+        .map(|t: TypeSegment, id: String, rel: String| Route::Related(t.0, id, rel))
+}
+
+/// `/{type}/{id}/relationships/{relationship}`: GET and PATCH the linkage; POST adds to and
+/// DELETE removes from a to-many linkage.
+fn relationship() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
+    warp::path::param()
+        .and(warp::path::param())
+        .and(warp::path("relationships"))
+        .and(warp::path::param())
+        .and(warp::path::end())
+        .map(|t: TypeSegment, id: String, rel: String| Route::Relationship(t.0, id, rel))
+}
+
+/// Method, path, query string and (unread) body of the request.
+fn request() -> impl Filter<Extract = (Method, FullPath, Option<String>, BodyStream), Error = Rejection> + Clone {
+    let query = warp::query::raw().map(Some).or(warp::any().map(|| None)).unify();
+    let body = warp::body::stream().map(boxed_body);
+    warp::method().and(warp::path::full()).and(query).and(body)
+}
+
+fn boxed_body<S, B>(body: S) -> BodyStream
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send + 'static,
+    B: Buf,
+{
+    Box::pin(body.map_ok(|mut b| b.copy_to_bytes(b.remaining())))
+}

@@ -1,0 +1,139 @@
+//! Responses, media-type negotiation, body reading and the one rejection handler.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use warp::http::header::{
+    HeaderValue, ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, RETRY_AFTER, WWW_AUTHENTICATE,
+};
+use warp::http::{HeaderMap, StatusCode};
+use warp::reply::Response;
+use warp::Rejection;
+
+use super::{BodyStream, Unauthorized};
+use crate::error::{Error, Problem};
+
+pub const JSONAPI: &str = "application/vnd.api+json";
+
+/// A JSON:API document response.
+pub fn document(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut r = Response::new(body.into());
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(JSONAPI));
+    r
+}
+
+/// 201 with `Location`.
+pub fn created(location: &str, body: Vec<u8>) -> Response {
+    let mut r = document(StatusCode::CREATED, body);
+    if let Ok(v) = HeaderValue::from_str(location) {
+        r.headers_mut().insert(LOCATION, v);
+    }
+    r
+}
+
+pub fn no_content() -> Response {
+    let mut r = Response::new(warp::hyper::body::Bytes::new().into());
+    *r.status_mut() = StatusCode::NO_CONTENT;
+    r
+}
+
+/// The error document, with the headers its status calls for.
+pub fn error_reply(e: &Error) -> Response {
+    let mut r = document(e.status, e.to_document());
+    let h = r.headers_mut();
+    match e.status {
+        StatusCode::UNAUTHORIZED => {
+            h.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        StatusCode::SERVICE_UNAVAILABLE => {
+            h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        _ => {}
+    }
+    if let Some(allow) = e.allow {
+        h.insert(ALLOW, HeaderValue::from_static(allow));
+    }
+    r
+}
+
+/// Turns what no route took into an error document: no token (401) or no such path (404).
+pub async fn rejection(r: Rejection) -> Result<Response, Infallible> {
+    let e = if r.find::<Unauthorized>().is_some() {
+        Error::unauthorized()
+    } else if r.is_not_found() {
+        Error::not_found(
+            "No such path. The API serves /v1/modules, /v1/subjects and /v1/chapters, their members and relationships.",
+        )
+    } else {
+        Error::internal(format!("unhandled rejection: {r:?}"))
+    };
+    Ok(error_reply(&e))
+}
+
+/// 406 when `Accept` asks for the JSON:API media type only with media-type parameters, or
+/// for nothing this server can send.
+pub fn check_accept(headers: &HeaderMap) -> Result<(), Error> {
+    let Some(accept) = headers.get(ACCEPT) else { return Ok(()) };
+    let accept = accept.to_str().unwrap_or("");
+    let mut jsonapi_with_params = false;
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("");
+        // Parameters before `q` belong to the media type; `q` and after are accept parameters.
+        let has_params = parts.take_while(|p| !p.to_ascii_lowercase().starts_with("q=")).any(|p| !p.is_empty());
+        if media.eq_ignore_ascii_case(JSONAPI) {
+            if !has_params {
+                return Ok(());
+            }
+            jsonapi_with_params = true;
+        } else if ["*/*", "application/*", "application/json"].iter().any(|m| media.eq_ignore_ascii_case(m)) {
+            return Ok(());
+        }
+    }
+    let detail = if jsonapi_with_params {
+        format!("`Accept` names {JSONAPI} only with media type parameters; accept plain `{JSONAPI}`.")
+    } else {
+        format!("This server only sends `{JSONAPI}`; put it (or */*) in `Accept`.")
+    };
+    Err(Problem::new(StatusCode::NOT_ACCEPTABLE, "not_acceptable", detail).into())
+}
+
+/// 415 unless `Content-Type` is exactly the JSON:API media type, without parameters.
+pub fn check_content_type(headers: &HeaderMap) -> Result<(), Error> {
+    let ct = headers.get(CONTENT_TYPE).map(|v| v.to_str().unwrap_or("?"));
+    match ct {
+        Some(ct) if ct.trim().eq_ignore_ascii_case(JSONAPI) => Ok(()),
+        _ => Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!("Send the body with `Content-Type: {JSONAPI}` (no parameters); got {}.", ct.unwrap_or("none")),
+        )
+        .into()),
+    }
+}
+
+/// Reads the whole body, refusing (413) as soon as it is known to be over `limit` bytes.
+pub async fn read_body(headers: &HeaderMap, mut body: BodyStream, limit: usize) -> Result<Bytes, Error> {
+    let too_large = || {
+        Error::from(Problem::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("The body is larger than {limit} bytes; send less."),
+        ))
+    };
+    let declared = headers.get(CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let mut buf = Vec::with_capacity(declared.unwrap_or(0) as usize);
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| Problem::malformed("", format!("The body could not be read: {e}.")))?;
+        if buf.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.into())
+}

@@ -1,0 +1,9 @@
+//! JSON:API 1.0 documents: query parameters, request documents, response documents.
+
+pub mod body;
+pub mod document;
+pub mod query;
+pub mod response;
+
+pub use document::{Base, Doc};
+pub use query::{Accepts, Query};

@@ -1,0 +1,158 @@
+//! Whole response documents: a resource, a page of a collection, a linkage.
+
+use super::document::{Base, Doc};
+use super::query::Query;
+use crate::resources::Relationship;
+use crate::store::{Record, Selection};
+
+/// Resources included with the primary data, grouped by the selection they were read with.
+pub type Included = Vec<(Selection, Vec<Record>)>;
+
+/// The URLs of the request: `self` (as received) and the path without the query (for paging).
+pub struct RequestUrl<'a> {
+    pub path_url: &'a str,
+    pub query: Option<&'a str>,
+}
+
+impl RequestUrl<'_> {
+    fn write_self(&self, doc: &mut Doc) {
+        match self.query.filter(|q| !q.is_empty()) {
+            Some(q) => doc.string(&format!("{}?{q}", self.path_url)),
+            None => doc.string(self.path_url),
+        }
+    }
+}
+
+/// A single resource (or `null`), with `included` and `links.self`.
+pub fn resource(
+    base: &Base,
+    url: &RequestUrl<'_>,
+    sel: &Selection,
+    rec: Option<&Record>,
+    included: &Included,
+) -> Vec<u8> {
+    let size = rec.map_or(0, approximate_size);
+    let mut doc = Doc::new(size + 512);
+    doc.member("data");
+    match rec {
+        Some(rec) => doc.resource(base, sel, rec),
+        None => doc.raw("null"),
+    }
+    write_included(&mut doc, base, included);
+    doc.member("links");
+    doc.raw(r#"{"self":"#);
+    url.write_self(&mut doc);
+    doc.byte(b'}');
+    doc.finish()
+}
+
+/// One page of a collection with `meta.page` and the paging links.
+pub fn collection(
+    base: &Base,
+    url: &RequestUrl<'_>,
+    q: &Query,
+    sel: &Selection,
+    page: &[Record],
+    total: u64,
+    included: &Included,
+) -> Vec<u8> {
+    let size: usize = page.iter().map(approximate_size).sum();
+    let mut doc = Doc::new(size + 1024);
+    doc.member("data");
+    doc.byte(b'[');
+    for (i, rec) in page.iter().enumerate() {
+        if i > 0 {
+            doc.byte(b',');
+        }
+        doc.resource(base, sel, rec);
+    }
+    doc.byte(b']');
+    write_included(&mut doc, base, included);
+
+    let (number, per_page) = (q.page.number, q.page.size);
+    let last = total.div_ceil(per_page).max(1);
+    let from = if page.is_empty() { 0 } else { q.page.offset() + 1 };
+    let to = if page.is_empty() { 0 } else { q.page.offset() + page.len() as u64 };
+    doc.member("meta");
+    doc.raw(&format!(
+        r#"{{"page":{{"currentPage":{number},"perPage":{per_page},"from":{from},"to":{to},"total":{total},"lastPage":{last}}}}}"#
+    ));
+    doc.member("links");
+    doc.raw(r#"{"self":"#);
+    url.write_self(&mut doc);
+    let link = |doc: &mut Doc, name: &str, n: u64| {
+        doc.member(name);
+        doc.string(&format!("{}?{}", url.path_url, q.with_page(n)));
+    };
+    link(&mut doc, "first", 1);
+    link(&mut doc, "last", last);
+    if number > 1 {
+        link(&mut doc, "prev", (number - 1).min(last));
+    }
+    if number < last {
+        link(&mut doc, "next", number + 1);
+    }
+    doc.byte(b'}');
+    doc.finish()
+}
+
+/// The linkage of `owner`'s relationship `rel`, with `links.self` and `links.related`.
+pub fn linkage(base: &Base, owner_type: &str, owner: &str, rel: &Relationship, ids: &[String]) -> Vec<u8> {
+    let mut doc = Doc::new(128 + ids.len() * 64);
+    let target = rel.target().name;
+    doc.member("data");
+    if rel.is_to_one() {
+        match ids.first() {
+            Some(id) => doc.identifier(target, id),
+            None => doc.raw("null"),
+        }
+    } else {
+        doc.byte(b'[');
+        for (i, id) in ids.iter().enumerate() {
+            if i > 0 {
+                doc.byte(b',');
+            }
+            doc.identifier(target, id);
+        }
+        doc.byte(b']');
+    }
+    doc.member("links");
+    doc.raw(r#"{"self":"#);
+    doc.url(base, &[owner_type, owner, "relationships", rel.name]);
+    doc.raw(r#","related":"#);
+    doc.url(base, &[owner_type, owner, rel.name]);
+    doc.byte(b'}');
+    doc.finish()
+}
+
+fn write_included(doc: &mut Doc, base: &Base, included: &Included) {
+    if included.iter().all(|(_, recs)| recs.is_empty()) {
+        return;
+    }
+    doc.member("included");
+    doc.byte(b'[');
+    let mut first = true;
+    for (sel, recs) in included {
+        for rec in recs {
+            if !first {
+                doc.byte(b',');
+            }
+            first = false;
+            doc.resource(base, sel, rec);
+        }
+    }
+    doc.byte(b']');
+}
+
+/// Roughly the bytes `rec` renders to, to size the buffer once.
+fn approximate_size(rec: &Record) -> usize {
+    let text: usize = rec
+        .attrs
+        .iter()
+        .map(|v| match v {
+            rusqlite::types::Value::Text(s) => s.len() + 16,
+            _ => 16,
+        })
+        .sum();
+    text + 640 + rec.children.iter().map(|(_, ids)| ids.len() * 64).sum::<usize>()
+}

@@ -1,0 +1,111 @@
+//! coursed: a JSON:API 1.0 Course Content API served by one binary over one SQLite file.
+//!
+//! [`open`] turns the `serve` flags into an [`App`] (database opened and migrated, tokens
+//! loaded); [`serve`] runs the API on a listener until a shutdown signal. The binary and the
+//! integration tests both go through these two.
+
+pub mod app;
+pub mod cli;
+pub mod db;
+pub mod error;
+pub mod http;
+pub mod jsonapi;
+pub mod mock;
+pub mod openapi;
+pub mod relations;
+pub mod resources;
+pub mod store;
+pub mod tokens;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use app::App;
+use cli::ServeArgs;
+use jsonapi::Base;
+use tokens::Tokens;
+
+/// How long in-flight requests may run on after a shutdown signal.
+pub const DRAIN: Duration = Duration::from_secs(10);
+
+/// A token generated because none was configured.
+#[derive(Debug)]
+pub struct NewToken {
+    pub token: String,
+    /// Where it was stored (`None` for a throw-away database).
+    pub path: Option<PathBuf>,
+}
+
+/// Opens the database and gathers the tokens for `coursed serve`.
+pub async fn open(args: &ServeArgs) -> Result<(App, Option<NewToken>), String> {
+    let memory = args.mock || args.database == ":memory:";
+    let path = if args.mock { ":memory:".to_owned() } else { args.database.clone() };
+    let db = db::Db::open(&db::Options { path, durability: args.durability, count_statements: false })?;
+    if args.mock {
+        mock::seed(&db).await?;
+    }
+
+    let mut list: Vec<String> = args.tokens.iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect();
+    if let Some(file) = &args.tokens_file {
+        list.extend(tokens::read_file(file)?);
+    }
+    let mut new_token = None;
+    if list.is_empty() {
+        let stored = (!memory).then(|| tokens::bootstrap_path(&args.database));
+        match &stored {
+            Some(p) if p.exists() => {
+                list = tokens::read_file(p)?;
+                if list.is_empty() {
+                    return Err(format!("tokens file {} holds no token; add one or remove the file", p.display()));
+                }
+            }
+            _ => {
+                let token = tokens::generate();
+                if let Some(p) = &stored {
+                    tokens::store_new(p, &token)?;
+                }
+                list.push(token.clone());
+                new_token = Some(NewToken { token, path: stored });
+            }
+        }
+    }
+
+    let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
+    let app = App { db, tokens: Tokens::new(list), public_url, body_limit: args.body_limit };
+    Ok((app, new_token))
+}
+
+/// `scheme://host[:port]` (a trailing `/` allowed) as the base of links.
+fn parse_public_url(url: &str) -> Result<Base, String> {
+    let bad = || format!("--public-url {url:?} must be like https://school.example or http://host:8080 (no path)");
+    let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
+    Base::new(scheme, rest.trim_end_matches('/')).ok_or_else(bad)
+}
+
+/// Serves the API on `listener` until `shutdown` completes, then lets in-flight requests finish
+/// (for at most [`DRAIN`]).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Arc<App>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let (signalled_tx, signalled) = tokio::sync::oneshot::channel::<()>();
+    let signal = async move {
+        shutdown.await;
+        log::info!("shutting down: finishing in-flight requests");
+        let _ = signalled_tx.send(());
+    };
+    let server = warp::serve(http::routes(app)).incoming(listener).graceful(signal).run();
+    tokio::select! {
+        () = server => {}
+        () = async {
+            if signalled.await.is_ok() {
+                tokio::time::sleep(DRAIN).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        } => log::warn!("in-flight requests did not finish within {} s; stopping anyway", DRAIN.as_secs()),
+    }
+}

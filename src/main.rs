@@ -1,0 +1,74 @@
+//! The `coursed` binary: parse the command line, set up logging, run the library.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Parser;
+use coursed::cli::{Cli, Command, ServeArgs};
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Serve(args) => serve(args),
+    }
+}
+
+fn serve(args: ServeArgs) -> ExitCode {
+    let config = simplelog::ConfigBuilder::new().set_time_format_rfc3339().build();
+    let _ = simplelog::WriteLogger::init(args.log_level, config, std::io::stderr());
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(r) => r,
+        Err(e) => return fail(&format!("cannot start the runtime: {e}")),
+    };
+    let result = runtime.block_on(async move {
+        let (app, new_token) = coursed::open(&args).await?;
+        let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
+            .await
+            .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let mut out = std::io::stdout().lock();
+        if let Some(t) = new_token {
+            let kept =
+                t.path.map_or("it lasts until coursed stops".to_owned(), |p| format!("stored in {}", p.display()));
+            let _ = writeln!(out, "no token configured: generated one ({kept}):\n{}", t.token);
+        }
+        // The readiness line: clients and scripts wait for it (and read the port from it).
+        let _ = writeln!(out, "listening on http://{addr}/v1");
+        let _ = out.flush();
+        drop(out);
+        coursed::serve(listener, Arc::new(app), shutdown_signal()).await;
+        Ok::<(), String>(())
+    });
+    // Dropping the runtime drops the last handle on the database: the writer finishes its
+    // queue and every connection is closed (checkpointing the WAL) before the process exits.
+    drop(runtime);
+    match result {
+        Ok(()) => {
+            log::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("coursed: {message}");
+    ExitCode::FAILURE
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        Err(e) => {
+            log::warn!("cannot watch SIGTERM ({e}); only SIGINT stops coursed");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
