@@ -59,14 +59,23 @@ pub struct Db {
 }
 
 struct Inner {
-    pool: r2d2::Pool<SqliteConnectionManager>,
+    /// Always `Some` until dropped: the readers close before the writer, so that the writer's
+    /// connection is the last one and its close checkpoints and removes the WAL.
+    pool: Option<r2d2::Pool<SqliteConnectionManager>>,
     jobs: Option<mpsc::Sender<Job>>,
     writer: Option<JoinHandle<()>>,
     statements: Option<&'static AtomicU64>,
 }
 
+impl Inner {
+    fn pool(&self) -> &r2d2::Pool<SqliteConnectionManager> {
+        self.pool.as_ref().expect("the pool lives as long as the handle")
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
+        self.pool.take();
         // Closing the queue lets the writer finish what is queued, then close its connection.
         self.jobs.take();
         if let Some(w) = self.writer.take() {
@@ -127,7 +136,9 @@ impl Db {
             .name("coursed-writer".into())
             .spawn(move || write_loop(writer, queue))
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
-        Ok(Db { inner: std::sync::Arc::new(Inner { pool, jobs: Some(jobs), writer: Some(writer), statements }) })
+        Ok(Db {
+            inner: std::sync::Arc::new(Inner { pool: Some(pool), jobs: Some(jobs), writer: Some(writer), statements }),
+        })
     }
 
     /// Runs a bounded read (point lookups, index-ordered pages) on an idle connection, inline.
@@ -136,7 +147,7 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        match self.inner.pool.try_get() {
+        match self.inner.pool().try_get() {
             Some(conn) => guarded(|| f(&conn)),
             None => self.scan(f).await,
         }
@@ -148,7 +159,7 @@ impl Db {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let pool = self.inner.pool.clone();
+        let pool = self.inner.pool().clone();
         tokio::task::spawn_blocking(move || {
             let conn = pool.get().map_err(Error::unavailable)?;
             guarded(|| f(&conn))

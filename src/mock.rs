@@ -9,10 +9,11 @@ use crate::jsonapi::body::{self, Mode};
 use crate::resources::{ResourceType, CHAPTERS, MODULES, SUBJECTS};
 use crate::store;
 
-type Chapters = &'static [&'static str];
+/// (title, available for courses, chapter titles)
+type Subject = (&'static str, bool, &'static [&'static str]);
 
-/// (module title, external id, content, [(subject title, available, chapters)])
-const CATALOGUE: &[(&str, &str, &str, &[(&str, bool, Chapters)])] = &[
+/// (module title, external id, content, subjects)
+const CATALOGUE: &[(&str, &str, &str, &[Subject])] = &[
     (
         "Foundations of Programming",
         "MOD-PROG-101",

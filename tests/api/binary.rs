@@ -1,0 +1,301 @@
+//! The real binary: port 0, readiness line, signals, durability, mock mode, token bootstrap.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running `coursed serve`, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+    /// Lines printed on stdout before the readiness line.
+    preamble: Vec<String>,
+}
+
+impl Server {
+    fn start(args: &[&str]) -> Server {
+        Server::try_start(args).unwrap_or_else(|e| panic!("coursed did not start: {e}"))
+    }
+
+    fn try_start(args: &[&str]) -> Result<Server, String> {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_coursed"))
+            .args(["serve", "--host", "127.0.0.1", "--port", "0", "--log-level", "warn"])
+            .args(args)
+            .env_remove("COURSED_TOKENS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn coursed");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut preamble = Vec::new();
+        loop {
+            match rx.recv_timeout(START_TIMEOUT) {
+                Ok(line) => match line.strip_prefix("listening on http://") {
+                    Some(rest) => {
+                        let addr = rest.strip_suffix("/v1").expect("readiness line ends in /v1").to_owned();
+                        return Ok(Server { child, addr, preamble });
+                    }
+                    None => preamble.push(line),
+                },
+                Err(_) => {
+                    let _ = child.kill();
+                    let mut err = String::new();
+                    child.stderr.take().unwrap().read_to_string(&mut err).ok();
+                    let status = child.wait().ok();
+                    return Err(format!("no readiness line; status {status:?}, stderr: {err}"));
+                }
+            }
+        }
+    }
+
+    /// One request over a fresh connection; returns the status and the parsed body.
+    fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut s = TcpStream::connect(&self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nAccept: application/vnd.api+json\r\n\
+             Content-Type: application/vnd.api+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8(raw).expect("utf-8 response");
+        let (head, body) = text.split_once("\r\n\r\n").expect("a full response");
+        let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("status code");
+        let body = if body.is_empty() { Value::Null } else { serde_json::from_str(body).expect("JSON body") };
+        (status, body)
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap().success();
+        assert!(ok, "kill {sig}");
+    }
+
+    /// Waits for the process to exit, killing it after `limit`.
+    fn wait(mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("coursed did not exit within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn db_path(dir: &Path) -> String {
+    dir.join("course.db").to_str().unwrap().to_owned()
+}
+
+fn new_subject(title: &str) -> Value {
+    json!({"data": {"type": "subjects", "attributes": {"title": title, "content": "x".repeat(2000)}}})
+}
+
+#[test]
+fn the_binary_serves_on_a_free_port_and_exits_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_path(dir.path());
+    let server = Server::start(&["--database", &db, "--token", "tok"]);
+    let (status, body) = server.call("GET", "/v1/modules", "tok", None);
+    assert_eq!(status, 200);
+    crate::helpers::assert_valid_jsonapi(&body);
+    let (status, body) = server.call("POST", "/v1/subjects", "tok", Some(&new_subject("Saved")));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(server.call("GET", "/v1/modules", "other", None).0, 401);
+    server.signal("-TERM");
+    let status = server.wait(Duration::from_secs(15));
+    assert!(status.success(), "exit status {status:?}");
+    assert!(!Path::new(&format!("{db}-wal")).exists(), "a clean close checkpoints and removes the WAL");
+    let server = Server::start(&["--database", &db, "--token", "tok"]);
+    let (_, body) = server.call("GET", "/v1/subjects", "tok", None);
+    assert_eq!(body["meta"]["page"]["total"], 1);
+    server.signal("-INT");
+    assert!(server.wait(Duration::from_secs(15)).success());
+}
+
+#[test]
+fn acknowledged_writes_survive_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_path(dir.path());
+    let server = Server::start(&["--database", &db, "--token", "tok"]);
+    let addr = server.addr.clone();
+    // Concurrent writers, so that writes are committed in groups.
+    let ids: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..8)
+            .map(|w| {
+                let server = &server;
+                scope.spawn(move || {
+                    (0..25)
+                        .map(|i| {
+                            let (status, body) =
+                                server.call("POST", "/v1/subjects", "tok", Some(&new_subject(&format!("w{w} n{i}"))));
+                            assert_eq!(status, 201, "{body}");
+                            body["data"]["id"].as_str().unwrap().to_owned()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    let first = ids[0].clone();
+    let patch = json!({"data": {"type": "subjects", "id": first, "attributes": {"title": "patched"}}});
+    assert_eq!(server.call("PATCH", &format!("/v1/subjects/{first}"), "tok", Some(&patch)).0, 200);
+    drop(addr);
+    let mut server = server;
+    server.child.kill().unwrap(); // SIGKILL: no chance to flush or close anything
+    server.child.wait().unwrap();
+    drop(server);
+
+    let server = Server::start(&["--database", &db, "--token", "tok"]);
+    let (_, body) = server.call("GET", "/v1/subjects", "tok", None);
+    assert_eq!(body["meta"]["page"]["total"], 200);
+    for id in ids.iter().step_by(7) {
+        assert_eq!(server.call("GET", &format!("/v1/subjects/{id}"), "tok", None).0, 200, "{id}");
+    }
+    let (_, body) = server.call("GET", &format!("/v1/subjects/{first}"), "tok", None);
+    assert_eq!(body["data"]["attributes"]["title"], "patched");
+}
+
+#[test]
+fn mock_mode_serves_a_demo_catalogue_and_forgets_writes() {
+    let server = Server::start(&["--mock", "--token", "tok"]);
+    let (status, body) = server.call("GET", "/v1/modules?include=subjects.chapters", "tok", None);
+    assert_eq!(status, 200);
+    crate::helpers::assert_valid_jsonapi(&body);
+    let modules = body["meta"]["page"]["total"].as_u64().unwrap();
+    assert!(modules >= 3, "{body}");
+    let included = body["included"].as_array().unwrap();
+    assert!(included.iter().any(|v| v["type"] == "chapters"), "some subjects have chapters");
+    // Reads and writes go through different pooled connections: all see one database.
+    let (status, created) = server.call("POST", "/v1/subjects", "tok", Some(&new_subject("Temporary")));
+    assert_eq!(status, 201);
+    let id = created["data"]["id"].as_str().unwrap();
+    for _ in 0..20 {
+        assert_eq!(server.call("GET", &format!("/v1/subjects/{id}"), "tok", None).0, 200);
+    }
+    let total = |s: &Server| s.call("GET", "/v1/subjects", "tok", None).1["meta"]["page"]["total"].as_u64().unwrap();
+    let before = total(&server);
+    drop(server);
+    let server = Server::start(&["--mock", "--token", "tok"]);
+    assert_eq!(total(&server), before - 1, "the write vanished with the process");
+}
+
+#[test]
+fn the_first_start_generates_a_token_and_later_starts_reuse_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_path(dir.path());
+    let server = Server::start(&["--database", &db]);
+    let token = server.preamble.last().expect("the generated token is printed").trim().to_owned();
+    assert!(token.len() >= 32, "{:?}", server.preamble);
+    let file = PathBuf::from(format!("{db}.tokens"));
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(server.call("GET", "/v1/modules", &token, None).0, 200);
+    drop(server);
+    let server = Server::start(&["--database", &db]);
+    assert!(server.preamble.is_empty(), "printed only once: {:?}", server.preamble);
+    assert_eq!(server.call("GET", "/v1/modules", &token, None).0, 200);
+    assert_eq!(server.call("GET", "/v1/modules", "guess", None).0, 401);
+}
+
+#[test]
+fn tokens_come_from_a_file_and_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens");
+    std::fs::write(&file, "# teachers\nfile-token  \n\n").unwrap();
+    let server =
+        Server::start(&["--database", ":memory:", "--tokens-file", file.to_str().unwrap(), "--token", "flag-token"]);
+    assert_eq!(server.call("GET", "/v1/modules", "file-token", None).0, 200);
+    assert_eq!(server.call("GET", "/v1/modules", "flag-token", None).0, 200);
+    assert_eq!(server.call("GET", "/v1/modules", "# teachers", None).0, 401);
+}
+
+#[test]
+fn a_database_from_a_newer_coursed_is_refused_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_path(dir.path());
+    drop(Server::start(&["--database", &db, "--token", "t"]));
+    let c = rusqlite::Connection::open(&db).unwrap();
+    c.pragma_update(None, "user_version", 99).unwrap();
+    drop(c);
+    let out = Command::new(env!("CARGO_BIN_EXE_coursed"))
+        .args(["serve", "--port", "0", "--token", "t", "--database", &db])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("newer"), "{err}");
+}
+
+#[test]
+fn help_explains_every_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_coursed")).args(["serve", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--host",
+        "--port",
+        "--database",
+        "--token",
+        "--tokens-file",
+        "--public-url",
+        "--log-level",
+        "--mock",
+        "--durability",
+    ] {
+        assert!(help.contains(flag), "{flag} missing from:\n{help}");
+    }
+    for var in [
+        "COURSED_HOST",
+        "COURSED_PORT",
+        "COURSED_DATABASE",
+        "COURSED_TOKENS",
+        "COURSED_PUBLIC_URL",
+        "COURSED_LOG_LEVEL",
+    ] {
+        assert!(help.contains(var), "{var} missing from:\n{help}");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_coursed")).arg("--help").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("serve"));
+}
+
+#[test]
+fn public_url_sets_the_origin_of_links() {
+    let server = Server::start(&["--database", ":memory:", "--token", "t", "--public-url", "https://school.example/"]);
+    let (_, body) = server.call("GET", "/v1/modules", "t", None);
+    assert_eq!(body["links"]["self"], "https://school.example/v1/modules");
+    let out = Command::new(env!("CARGO_BIN_EXE_coursed"))
+        .args(["serve", "--port", "0", "--token", "t", "--database", ":memory:", "--public-url", "ftp://x/y"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}

@@ -1,0 +1,227 @@
+//! Paging, sorting and filtering of collections and of to-many related endpoints.
+
+use serde_json::{json, Value};
+
+use crate::helpers::{one, TestApp};
+
+/// `n` subjects titled "S00".."S{n-1}" in module `m` (created in id order).
+async fn subjects(t: &TestApp, n: usize, m: Option<&str>) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(t.subject(&format!("S{i:02}"), m).await);
+    }
+    ids
+}
+
+#[tokio::test]
+async fn collections_are_paged_by_20_with_meta_and_links() {
+    let t = TestApp::new().await;
+    let ids = subjects(&t, 45, None).await;
+    let r = t.get("/v1/subjects").await;
+    r.assert_status(200);
+    assert_eq!(r.ids(), ids[..20].to_vec(), "default order is id ascending, which is creation order");
+    assert_eq!(
+        r.body["meta"]["page"],
+        json!({"currentPage": 1, "perPage": 20, "from": 1, "to": 20, "total": 45, "lastPage": 3})
+    );
+    let links = &r.body["links"];
+    assert_eq!(links["self"], "http://localhost:8080/v1/subjects");
+    assert_eq!(links["first"], "http://localhost:8080/v1/subjects?page%5Bnumber%5D=1");
+    assert_eq!(links["last"], "http://localhost:8080/v1/subjects?page%5Bnumber%5D=3");
+    assert_eq!(links["next"], "http://localhost:8080/v1/subjects?page%5Bnumber%5D=2");
+    assert!(links.get("prev").is_none());
+
+    let r = t.get("/v1/subjects?page[number]=3").await;
+    assert_eq!(r.ids(), ids[40..].to_vec());
+    assert_eq!(r.body["meta"]["page"]["from"], 41);
+    assert_eq!(r.body["meta"]["page"]["to"], 45);
+    assert!(r.body["links"].get("next").is_none());
+    assert_eq!(r.body["links"]["prev"], "http://localhost:8080/v1/subjects?page%5Bnumber%5D=2");
+}
+
+#[tokio::test]
+async fn paging_links_keep_the_other_parameters() {
+    let t = TestApp::new().await;
+    subjects(&t, 5, None).await;
+    let r = t
+        .get("/v1/subjects?sort=-title&page%5Bsize%5D=2&page%5Bnumber%5D=2&filter%5Bavailable_for_courses%5D=false")
+        .await;
+    let links = &r.body["links"];
+    assert_eq!(
+        links["self"],
+        "http://localhost:8080/v1/subjects?sort=-title&page%5Bsize%5D=2&page%5Bnumber%5D=2&filter%5Bavailable_for_courses%5D=false"
+    );
+    for (name, n) in [("first", 1), ("prev", 1), ("next", 3), ("last", 3)] {
+        assert_eq!(
+            links[name],
+            format!("http://localhost:8080/v1/subjects?sort=-title&page%5Bsize%5D=2&filter%5Bavailable_for_courses%5D=false&page%5Bnumber%5D={n}"),
+            "{name}"
+        );
+    }
+    let next = t.get(links["next"].as_str().unwrap().trim_start_matches("http://localhost:8080")).await;
+    assert_eq!(next.body["data"][0]["attributes"]["title"], "S00");
+}
+
+#[tokio::test]
+async fn a_page_past_the_end_is_empty_and_an_empty_collection_has_one_page() {
+    let t = TestApp::new().await;
+    let r = t.get("/v1/modules").await;
+    assert_eq!(r.body["data"], json!([]));
+    assert_eq!(
+        r.body["meta"]["page"],
+        json!({"currentPage": 1, "perPage": 20, "from": 0, "to": 0, "total": 0, "lastPage": 1})
+    );
+    t.module("Only").await;
+    let r = t.get("/v1/modules?page[number]=7").await;
+    r.assert_status(200);
+    assert_eq!(r.body["data"], json!([]));
+    assert_eq!(r.body["meta"]["page"]["from"], 0);
+    assert_eq!(r.body["links"]["prev"], "http://localhost:8080/v1/modules?page%5Bnumber%5D=1");
+    let r = t.get("/v1/modules?page[number]=18446744073709551615").await;
+    r.assert_status(200);
+}
+
+#[tokio::test]
+async fn paging_parameters_out_of_bounds_are_400_naming_the_parameter() {
+    let t = TestApp::new().await;
+    for (query, param) in [
+        ("page[size]=0", "page[size]"),
+        ("page[size]=101", "page[size]"),
+        ("page[size]=ten", "page[size]"),
+        ("page[number]=0", "page[number]"),
+        ("page[number]=-1", "page[number]"),
+        ("page[number]=1.5", "page[number]"),
+        ("page[cursor]=x", "page[cursor]"),
+        ("page[size]=1&page[size]=2", "page[size]"),
+    ] {
+        t.get(&format!("/v1/subjects?{query}")).await.assert_error(400, param);
+    }
+    let r = t.get("/v1/subjects?page[size]=100").await;
+    r.assert_status(200);
+    assert_eq!(r.body["meta"]["page"]["perPage"], 100);
+}
+
+#[tokio::test]
+async fn sort_takes_several_fields_and_descending_with_id_as_tie_breaker() {
+    let t = TestApp::new().await;
+    let a1 = t.create("subjects", json!({"title": "A", "external_id": "z"}), Value::Null).await;
+    let b = t.create("subjects", json!({"title": "B", "external_id": "y"}), Value::Null).await;
+    let a2 = t.create("subjects", json!({"title": "A", "external_id": "x"}), Value::Null).await;
+    assert_eq!(t.get("/v1/subjects?sort=title").await.ids(), vec![a1.clone(), a2.clone(), b.clone()]);
+    assert_eq!(t.get("/v1/subjects?sort=-title").await.ids(), vec![b.clone(), a1.clone(), a2.clone()]);
+    assert_eq!(t.get("/v1/subjects?sort=title,-external_id").await.ids(), vec![a1.clone(), a2.clone(), b.clone()]);
+    assert_eq!(t.get("/v1/subjects?sort=title,external_id").await.ids(), vec![a2.clone(), a1.clone(), b.clone()]);
+    assert_eq!(t.get("/v1/subjects?sort=-id").await.ids(), vec![a2.clone(), b.clone(), a1.clone()]);
+    assert_eq!(t.get("/v1/subjects?sort=id").await.ids(), vec![a1.clone(), b.clone(), a2.clone()]);
+    assert_eq!(t.get("/v1/subjects?sort=-created_at,title").await.ids().len(), 3);
+    t.get("/v1/subjects?sort=colour").await.assert_error(400, "sort");
+    t.get("/v1/subjects?sort=title,title").await.assert_error(400, "sort");
+    t.get("/v1/chapters?sort=external_id").await.assert_error(400, "sort");
+}
+
+#[tokio::test]
+async fn filter_by_id_accepts_all_three_syntaxes() {
+    let t = TestApp::new().await;
+    let ids = subjects(&t, 4, None).await;
+    let expected = vec![ids[1].clone(), ids[3].clone()];
+    for q in [
+        format!("filter[id]={},{}", ids[3], ids[1]),
+        format!("filter%5Bid%5D%5B%5D={}&filter%5Bid%5D%5B%5D={}", ids[1], ids[3]),
+        format!("filter[id]={}&filter[id]={}", ids[1], ids[3]),
+        format!("filter[id]={},not-a-uuid,{},{}", ids[1], ids[3], uuid::Uuid::now_v7()),
+        format!("filter[id]={}", ids[1].to_uppercase()) + &format!(",{}", ids[3]),
+    ] {
+        let r = t.get(&format!("/v1/subjects?{q}")).await;
+        assert_eq!(r.ids(), expected, "{q}");
+        assert_eq!(r.body["meta"]["page"]["total"], 2, "{q}");
+    }
+    let r = t.get("/v1/subjects?filter[id]=nothing").await;
+    assert_eq!(r.body["data"], json!([]));
+    let many: Vec<String> = (0..101).map(|_| uuid::Uuid::now_v7().to_string()).collect();
+    t.get(&format!("/v1/subjects?filter[id]={}", many.join(","))).await.assert_error(400, "filter[id]");
+}
+
+#[tokio::test]
+async fn filters_by_external_id_module_and_availability() {
+    let t = TestApp::new().await;
+    let m = t.module("M").await;
+    let a = t
+        .create(
+            "subjects",
+            json!({"title": "A", "external_id": "EXT-A", "available_for_courses": true}),
+            json!({"module": one("modules", &m)}),
+        )
+        .await;
+    let b = t
+        .create("subjects", json!({"title": "B", "external_id": "ext-a"}), json!({"module": one("modules", &m)}))
+        .await;
+    let c = t.create("subjects", json!({"title": "C", "available_for_courses": true}), Value::Null).await;
+    assert_eq!(
+        t.get("/v1/subjects?filter[external_id]=EXT-A").await.ids(),
+        vec![a.clone()],
+        "exact and case-sensitive"
+    );
+    let r = t.get(&format!("/v1/subjects?filter[module]={m}")).await;
+    assert_eq!(r.ids(), vec![a.clone(), b.clone()]);
+    assert_eq!(r.body["meta"]["page"]["total"], 2);
+    assert_eq!(t.get("/v1/subjects?filter[available_for_courses]=true").await.ids(), vec![a.clone(), c.clone()]);
+    assert_eq!(t.get("/v1/subjects?filter[available_for_courses]=false").await.ids(), vec![b.clone()]);
+    let r = t.get(&format!("/v1/subjects?filter[module]={m}&filter[available_for_courses]=true")).await;
+    assert_eq!(r.ids(), vec![a.clone()]);
+    assert_eq!(r.body["meta"]["page"]["total"], 1);
+    assert_eq!(t.get("/v1/subjects?filter[module]=not-an-id").await.body["data"], json!([]));
+    assert_eq!(t.get("/v1/modules?filter[external_id]=none").await.body["data"], json!([]));
+    t.get("/v1/subjects?filter[available_for_courses]=yes").await.assert_error(400, "filter[available_for_courses]");
+    t.get("/v1/subjects?filter[title]=A").await.assert_error(400, "filter[title]");
+    t.get("/v1/modules?filter[module]=x").await.assert_error(400, "filter[module]");
+}
+
+#[tokio::test]
+async fn unknown_query_parameters_are_400_and_all_are_reported() {
+    let t = TestApp::new().await;
+    let r = t.get("/v1/subjects?colour=red&page[size]=0").await;
+    r.assert_error(400, "colour");
+    assert_eq!(r.body["errors"].as_array().unwrap().len(), 2, "{}", r.body);
+    let m = t.module("M").await;
+    t.get(&format!("/v1/modules/{m}?page[size]=2")).await.assert_error(400, "page[size]");
+    t.get(&format!("/v1/modules/{m}/relationships/subjects?sort=id")).await.assert_error(400, "sort");
+}
+
+#[tokio::test]
+async fn to_many_related_endpoints_page_sort_and_filter_like_collections() {
+    let t = TestApp::new().await;
+    let m = t.module("M").await;
+    let other = t.module("Other").await;
+    let ids = subjects(&t, 7, Some(&m)).await;
+    subjects(&t, 3, Some(&other)).await;
+    let path = format!("/v1/modules/{m}/subjects");
+    let r = t.get(&format!("{path}?page[size]=3&page[number]=3&sort=-title")).await;
+    r.assert_status(200);
+    assert_eq!(r.ids(), vec![ids[0].clone()]);
+    assert_eq!(r.body["meta"]["page"]["total"], 7);
+    assert_eq!(r.body["meta"]["page"]["lastPage"], 3);
+    assert!(r.body["links"]["first"].as_str().unwrap().starts_with(&format!("http://localhost:8080{path}?")));
+    let r = t.get(&format!("{path}?filter[id]={},{}", ids[2], ids[5])).await;
+    assert_eq!(r.ids(), vec![ids[2].clone(), ids[5].clone()]);
+    t.get(&format!("{path}?filter[colour]=red")).await.assert_error(400, "filter[colour]");
+    t.get(&format!("/v1/modules/{}/subjects", uuid::Uuid::now_v7())).await.assert_problem(404);
+}
+
+#[tokio::test]
+async fn counts_follow_moves_and_deletes() {
+    let t = TestApp::new().await;
+    let m1 = t.module("M1").await;
+    let m2 = t.module("M2").await;
+    let s = subjects(&t, 3, Some(&m1)).await;
+    let total = |r: crate::helpers::Resp| r.body["meta"]["page"]["total"].clone();
+    let body = json!({"data": {"type": "subjects", "id": s[0], "relationships": {"module": one("modules", &m2)}}});
+    t.write("PATCH", &format!("/v1/subjects/{}", s[0]), body).await.assert_status(200);
+    assert_eq!(total(t.get(&format!("/v1/modules/{m1}/subjects")).await), 2);
+    assert_eq!(total(t.get(&format!("/v1/subjects?filter[module]={m2}")).await), 1);
+    t.delete(&format!("/v1/subjects/{}", s[1])).await.assert_status(204);
+    assert_eq!(total(t.get(&format!("/v1/modules/{m1}/subjects")).await), 1);
+    assert_eq!(total(t.get("/v1/subjects").await), 2);
+    t.delete(&format!("/v1/modules/{m1}")).await.assert_status(204);
+    assert_eq!(total(t.get("/v1/subjects").await), 2);
+    assert_eq!(total(t.get("/v1/modules").await), 1);
+}
