@@ -43,8 +43,16 @@ pub struct Options {
     /// A file path, or `:memory:` for a private in-memory database.
     pub path: String,
     pub durability: Durability,
+    /// How long a write waits for a lock held by another process before answering 503.
+    pub busy_timeout: Duration,
     /// Count every SQL statement run (see [`Db::statements`]); for tests.
     pub count_statements: bool,
+}
+
+impl Options {
+    pub fn new(path: &str, durability: Durability) -> Options {
+        Options { path: path.to_owned(), durability, busy_timeout: Duration::from_secs(5), count_statements: false }
+    }
 }
 
 type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
@@ -105,7 +113,7 @@ impl Db {
             flags | OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
         )
         .map_err(fail)?;
-        configure(&writer, statements).map_err(fail)?;
+        configure(&writer, opts.busy_timeout, statements).map_err(fail)?;
         let sync = match opts.durability {
             Durability::Full => "FULL",
             Durability::Normal => "NORMAL",
@@ -119,9 +127,10 @@ impl Db {
         }
         migrate(&mut writer).map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
 
+        let busy = opts.busy_timeout;
         let manager = SqliteConnectionManager::file(&target)
             .with_flags(flags | OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .with_init(move |c| configure(c, statements));
+            .with_init(move |c| configure(c, busy, statements));
         let pool = r2d2::Pool::builder()
             .max_size(READERS)
             .min_idle(Some(2))
@@ -214,11 +223,11 @@ fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
 }
 
 /// Per-connection settings, each for a reason.
-fn configure(c: &Connection, statements: Option<&'static AtomicU64>) -> rusqlite::Result<()> {
+fn configure(c: &Connection, busy: Duration, statements: Option<&'static AtomicU64>) -> rusqlite::Result<()> {
     // Enforce the schema's REFERENCES clauses (cascade, set null).
     c.pragma_update(None, "foreign_keys", true)?;
     // Wait for another process's lock rather than failing at once.
-    c.busy_timeout(Duration::from_secs(5))?;
+    c.busy_timeout(busy)?;
     // Read pages straight from the file mapping instead of copying them into the heap.
     c.pragma_update(None, "mmap_size", 256i64 << 20)?;
     // A small page cache keeps private memory low; mmap serves the reads.

@@ -42,7 +42,7 @@ pub struct NewToken {
 pub async fn open(args: &ServeArgs) -> Result<(App, Option<NewToken>), String> {
     let memory = args.mock || args.database == ":memory:";
     let path = if args.mock { ":memory:".to_owned() } else { args.database.clone() };
-    let db = db::Db::open(&db::Options { path, durability: args.durability, count_statements: false })?;
+    let db = db::Db::open(&db::Options::new(&path, args.durability))?;
     if args.mock {
         mock::seed(&db).await?;
     }

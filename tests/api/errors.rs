@@ -236,3 +236,61 @@ async fn the_host_header_builds_links_and_a_bad_one_is_400() {
     assert_eq!(r.body["links"]["self"], "http://school.example:9000/v1/modules");
     t.send(t.req("GET", "/v1/modules").header("host", "bad\"host")).await.assert_problem(400);
 }
+
+#[tokio::test]
+async fn a_write_blocked_by_another_process_is_503_with_retry_after_and_changes_nothing() {
+    let t = TestApp::new().await;
+    let m = t.module("M").await;
+    let other = rusqlite::Connection::open(&t.path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let body = json!({"data": {"type": "modules", "id": m, "attributes": {"title": "Blocked"}}});
+    let r = t.write("PATCH", &format!("/v1/modules/{m}"), body.clone()).await;
+    r.assert_problem(503);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(!r.error()["detail"].as_str().unwrap().contains("locked"), "causes stay in the log: {}", r.body);
+    assert_eq!(
+        t.get(&format!("/v1/modules/{m}")).await.body["data"]["attributes"]["title"],
+        "M",
+        "reads go on meanwhile"
+    );
+    other.execute_batch("COMMIT").unwrap();
+    t.write("PATCH", &format!("/v1/modules/{m}"), body).await.assert_status(200);
+}
+
+#[tokio::test]
+async fn hostile_requests_get_json_api_errors_and_the_server_keeps_serving() {
+    let t = TestApp::new().await;
+    let m = t.module("M").await;
+    let long = "a".repeat(50_000);
+    let paths = [
+        format!("/v1/modules?{long}=1"),
+        "/v1/modules?page%5Bsize%5D=%FF%FE".to_owned(),
+        "/v1/modules?%ZZ=1&&&=".to_owned(),
+        "/v1/modules?include=subjects.subjects.subjects".to_owned(),
+        "/v1/modules?sort=-".to_owned(),
+        "/v1/modules?fields%5B%5D=x".to_owned(),
+        "/v1/modules?filter=1".to_owned(),
+        format!("/v1/modules/{m}/relationships/subjects/extra"),
+        "/v1/%E2%9C%93".to_owned(),
+        "/v1/modules/%00".to_owned(),
+    ];
+    for p in &paths {
+        let r = t.get(p).await;
+        assert!(r.status.is_client_error(), "{p}: {}", r.status);
+        assert!(r.body["errors"].is_array());
+    }
+    for raw in [
+        r#"{"data": {"type": "modules", "attributes": {"title": "\ud800"}}}"#,
+        r#"{"data": {"type": 1}}"#,
+        "{\"data\":",
+        "null",
+        "\"data\"",
+    ] {
+        let r = t.send(t.req("POST", "/v1/modules").header("content-type", JSONAPI).body(raw)).await;
+        assert!(r.status.is_client_error(), "{raw}: {}", r.body);
+    }
+    let deep = format!("{}1{}", "[".repeat(5000), "]".repeat(5000));
+    let r = t.send(t.req("POST", "/v1/modules").header("content-type", JSONAPI).body(deep)).await;
+    r.assert_problem(400);
+    t.get("/v1/modules").await.assert_status(200);
+}

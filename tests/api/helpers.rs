@@ -17,6 +17,8 @@ pub const JSONAPI: &str = "application/vnd.api+json";
 /// One app over its own temporary database file.
 pub struct TestApp {
     pub app: Arc<App>,
+    /// The database file.
+    pub path: std::path::PathBuf,
     /// Removed (with the database) when the test ends.
     _dir: tempfile::TempDir,
 }
@@ -76,7 +78,11 @@ impl Resp {
 }
 
 pub fn test_options(path: &str) -> Options {
-    Options { path: path.to_owned(), durability: Durability::Normal, count_statements: true }
+    Options {
+        busy_timeout: std::time::Duration::from_millis(200),
+        count_statements: true,
+        ..Options::new(path, Durability::Normal)
+    }
 }
 
 impl TestApp {
@@ -85,7 +91,7 @@ impl TestApp {
         let path = dir.path().join("test.db");
         let db = Db::open(&test_options(path.to_str().unwrap())).expect("open db");
         let app = App { db, tokens: Tokens::new([TOKEN.to_owned()]), public_url: None, body_limit: 2 << 20 };
-        TestApp { app: Arc::new(app), _dir: dir }
+        TestApp { app: Arc::new(app), path, _dir: dir }
     }
 
     /// A request with the token and JSON:API headers.
