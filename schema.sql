@@ -57,30 +57,33 @@ CREATE INDEX chapters_updated_at ON chapters (updated_at, id);
 -- Row counts kept by triggers, so that `meta.page.total` of a whole collection, or of one
 -- parent's children, is one lookup instead of a count over the table.
 -- (tbl, parent) = ('subjects', '') counts all subjects; ('subjects.module_id', M) those of module M.
+-- `gen` of a whole table moves with every insert and delete: the page index of src/paging.rs is
+-- valid for one generation.
 CREATE TABLE row_counts (
     tbl    TEXT NOT NULL,
     parent TEXT NOT NULL,
     n      INTEGER NOT NULL,
+    gen    INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tbl, parent)
 ) WITHOUT ROWID;
 INSERT INTO row_counts (tbl, parent, n) VALUES ('modules', '', 0), ('subjects', '', 0), ('chapters', '', 0);
 
 CREATE TRIGGER modules_count_insert AFTER INSERT ON modules BEGIN
-    UPDATE row_counts SET n = n + 1 WHERE tbl = 'modules' AND parent = '';
+    UPDATE row_counts SET n = n + 1, gen = gen + 1 WHERE tbl = 'modules' AND parent = '';
 END;
 CREATE TRIGGER modules_count_delete AFTER DELETE ON modules BEGIN
-    UPDATE row_counts SET n = n - 1 WHERE tbl = 'modules' AND parent = '';
+    UPDATE row_counts SET n = n - 1, gen = gen + 1 WHERE tbl = 'modules' AND parent = '';
     DELETE FROM row_counts WHERE tbl = 'subjects.module_id' AND parent = OLD.id;
 END;
 
 CREATE TRIGGER subjects_count_insert AFTER INSERT ON subjects BEGIN
-    UPDATE row_counts SET n = n + 1 WHERE tbl = 'subjects' AND parent = '';
+    UPDATE row_counts SET n = n + 1, gen = gen + 1 WHERE tbl = 'subjects' AND parent = '';
     INSERT INTO row_counts (tbl, parent, n)
         SELECT 'subjects.module_id', NEW.module_id, 1 WHERE NEW.module_id IS NOT NULL
         ON CONFLICT (tbl, parent) DO UPDATE SET n = n + 1;
 END;
 CREATE TRIGGER subjects_count_delete AFTER DELETE ON subjects BEGIN
-    UPDATE row_counts SET n = n - 1 WHERE tbl = 'subjects' AND parent = '';
+    UPDATE row_counts SET n = n - 1, gen = gen + 1 WHERE tbl = 'subjects' AND parent = '';
     UPDATE row_counts SET n = n - 1 WHERE tbl = 'subjects.module_id' AND parent = OLD.module_id;
     DELETE FROM row_counts WHERE tbl = 'chapters.subject_id' AND parent = OLD.id;
 END;
@@ -93,12 +96,12 @@ WHEN OLD.module_id IS NOT NEW.module_id BEGIN
 END;
 
 CREATE TRIGGER chapters_count_insert AFTER INSERT ON chapters BEGIN
-    UPDATE row_counts SET n = n + 1 WHERE tbl = 'chapters' AND parent = '';
+    UPDATE row_counts SET n = n + 1, gen = gen + 1 WHERE tbl = 'chapters' AND parent = '';
     INSERT INTO row_counts (tbl, parent, n) VALUES ('chapters.subject_id', NEW.subject_id, 1)
         ON CONFLICT (tbl, parent) DO UPDATE SET n = n + 1;
 END;
 CREATE TRIGGER chapters_count_delete AFTER DELETE ON chapters BEGIN
-    UPDATE row_counts SET n = n - 1 WHERE tbl = 'chapters' AND parent = '';
+    UPDATE row_counts SET n = n - 1, gen = gen + 1 WHERE tbl = 'chapters' AND parent = '';
     UPDATE row_counts SET n = n - 1 WHERE tbl = 'chapters.subject_id' AND parent = OLD.subject_id;
 END;
 CREATE TRIGGER chapters_count_move AFTER UPDATE OF subject_id ON chapters

@@ -18,6 +18,42 @@ pub struct Cli {
 pub enum Command {
     /// Serve the API under http://HOST:PORT/v1 until SIGINT or SIGTERM.
     Serve(ServeArgs),
+    /// Load a dataset file ({"modules": [...], "subjects": [...], "chapters": [...]}, ids kept)
+    /// into a new database.
+    Load(LoadArgs),
+    /// Generate a deterministic demo or load-test catalogue of any size into a new database.
+    Generate(GenerateArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// The database to create.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The dataset file (JSON).
+    pub file: PathBuf,
+    /// Also write module_ids.txt and subject_ids.txt (one id a line) into this folder.
+    #[arg(long)]
+    pub ids_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    /// The database to create.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    #[arg(long, default_value_t = 100)]
+    pub modules: u64,
+    #[arg(long, default_value_t = 100)]
+    pub subjects_per_module: u64,
+    #[arg(long, default_value_t = 5)]
+    pub chapters_per_subject: u64,
+    /// The same seed and sizes give the same rows.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also write module_ids.txt and subject_ids.txt (one id a line) into this folder.
+    #[arg(long)]
+    pub ids_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -20,6 +20,7 @@ use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, Result};
+use crate::paging::{self, PageIndex};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
 const MIGRATIONS: &[&str] = &[include_str!("../schema.sql")];
@@ -73,6 +74,7 @@ struct Inner {
     jobs: Option<mpsc::Sender<Job>>,
     writer: Option<JoinHandle<()>>,
     statements: Option<&'static AtomicU64>,
+    pages: PageIndex,
 }
 
 impl Inner {
@@ -146,7 +148,13 @@ impl Db {
             .spawn(move || write_loop(writer, queue))
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
         Ok(Db {
-            inner: std::sync::Arc::new(Inner { pool: Some(pool), jobs: Some(jobs), writer: Some(writer), statements }),
+            inner: std::sync::Arc::new(Inner {
+                pool: Some(pool),
+                jobs: Some(jobs),
+                writer: Some(writer),
+                statements,
+                pages: PageIndex::default(),
+            }),
         })
     }
 
@@ -201,6 +209,28 @@ impl Db {
         let queue = self.inner.jobs.as_ref().ok_or_else(|| Error::unavailable("database closed"))?;
         queue.send(job).map_err(|_| Error::unavailable("the writer has stopped"))?;
         rx.await.map_err(|_| Error::internal("the writer dropped a write"))?
+    }
+
+    /// Where the pages of each table start (see [`crate::paging`]).
+    pub fn pages(&self) -> &PageIndex {
+        &self.inner.pages
+    }
+
+    /// Rebuilds the page index of `table` on the blocking pool, unless a rebuild is running or
+    /// ran within the last second.
+    pub fn refresh_pages(&self, table: &'static str) {
+        if !self.inner.pages.claim_rebuild(table) {
+            return;
+        }
+        let db = self.clone();
+        let work = move || {
+            let built = db.inner.pool().get().ok().and_then(|c| guarded(|| paging::build(&c, table)).ok());
+            db.inner.pages.finish(table, built);
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => drop(rt.spawn_blocking(work)),
+            Err(_) => work(),
+        }
     }
 
     /// How many SQL statements have run, when counting was asked for in [`Options`].

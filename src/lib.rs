@@ -6,12 +6,14 @@
 
 pub mod app;
 pub mod cli;
+pub mod dataset;
 pub mod db;
 pub mod error;
 pub mod http;
 pub mod jsonapi;
 pub mod mock;
 pub mod openapi;
+pub mod paging;
 pub mod relations;
 pub mod resources;
 pub mod store;

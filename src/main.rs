@@ -6,10 +6,30 @@ use std::sync::Arc;
 
 use clap::Parser;
 use coursed::cli::{Cli, Command, ServeArgs};
+use coursed::dataset;
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Serve(args) => serve(args),
+    let started = std::time::Instant::now();
+    let filled = match Cli::parse().command {
+        Command::Serve(args) => return serve(args),
+        Command::Load(a) => dataset::load(&a.database, &a.file, a.ids_dir.as_deref()).map(|c| (a.database, c)),
+        Command::Generate(a) => {
+            let shape = dataset::Shape {
+                modules: a.modules,
+                subjects_per_module: a.subjects_per_module,
+                chapters_per_subject: a.chapters_per_subject,
+                seed: a.seed,
+            };
+            dataset::generate(&a.database, shape, a.ids_dir.as_deref()).map(|c| (a.database, c))
+        }
+    };
+    match filled {
+        Ok((db, c)) => {
+            let secs = started.elapsed().as_secs_f64();
+            println!("{db}: {} modules, {} subjects, {} chapters in {secs:.1} s", c.modules, c.subjects, c.chapters);
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e),
     }
 }
 

@@ -231,7 +231,7 @@ fn include_level(
             for rec in records.iter_mut() {
                 let ids = loaded
                     .iter()
-                    .filter(|c| child_sel.parent_of(c, inverse) == Some(&rec.id))
+                    .filter(|c| child_sel.parent_of(*c, inverse) == Some(&rec.id))
                     .map(|c| c.id.clone())
                     .collect();
                 rec.children.push((rel, ids));

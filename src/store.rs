@@ -2,14 +2,18 @@
 //!
 //! SQL text is built only from declared names; every value is bound.
 
-use rusqlite::types::Value;
-use rusqlite::{params_from_iter, Connection, Row};
+use std::sync::OnceLock;
 
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{params_from_iter, Connection, OptionalExtension, Row};
+
+use crate::db::Db;
 use crate::error::{Error, Problem, Result};
 use crate::jsonapi::body::{singular, Changes};
 use crate::jsonapi::query::{Filter, FilterValue, Include, Query};
+use crate::paging;
 use crate::relations;
-use crate::resources::{Attribute, Relationship, ResourceType};
+use crate::resources::{Attribute, Relationship, ResourceType, TYPES};
 
 /// Which columns of a type to read and which members to render (sparse fieldsets, include).
 #[derive(Debug, Clone)]
@@ -22,34 +26,115 @@ pub struct Selection {
     /// Relationships rendered.
     pub rels: Vec<&'static Relationship>,
     columns: String,
+    by_id: String,
 }
 
-/// One resource as read.
+/// What rendering reads of a resource: an owned [`Record`], or a SQLite row being stepped.
+pub trait Fields {
+    fn id(&self) -> &str;
+    /// Attribute `i` of the selection.
+    fn attr(&self, i: usize) -> ValueRef<'_>;
+    /// The parent id through to-one relationship `i` of the selection, if set.
+    fn parent(&self, i: usize) -> Option<&str>;
+    /// To-many linkage, known for relationships named in `include`.
+    fn children(&self, rel: &Relationship) -> Option<&[String]>;
+}
+
+/// One resource, read and kept (for `include`, which needs the whole page before rendering).
 #[derive(Debug, Clone)]
 pub struct Record {
     pub id: String,
-    /// Aligned with [`Selection::attrs`].
     pub attrs: Vec<Value>,
-    /// Aligned with [`Selection::to_one`]: the parent's id, if any.
     pub parents: Vec<Option<String>>,
-    /// To-many linkage, present for relationships named in `include`.
     pub children: Vec<(&'static Relationship, Vec<String>)>,
 }
 
-impl Record {
-    pub fn children_of(&self, rel: &Relationship) -> Option<&[String]> {
+impl Fields for Record {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn attr(&self, i: usize) -> ValueRef<'_> {
+        self.attrs.get(i).map_or(ValueRef::Null, ValueRef::from)
+    }
+    fn parent(&self, i: usize) -> Option<&str> {
+        self.parents.get(i)?.as_deref()
+    }
+    fn children(&self, rel: &Relationship) -> Option<&[String]> {
         self.children.iter().find(|(r, _)| std::ptr::eq(*r, rel)).map(|(_, ids)| ids.as_slice())
+    }
+}
+
+/// A row selected with [`Selection::columns`], read in place (no copies).
+pub struct RowFields<'a, 'r> {
+    row: &'a Row<'r>,
+    attrs: usize,
+}
+
+fn text(v: ValueRef<'_>) -> Option<&str> {
+    match v {
+        ValueRef::Text(t) => std::str::from_utf8(t).ok(),
+        _ => None,
+    }
+}
+
+impl Fields for RowFields<'_, '_> {
+    fn id(&self) -> &str {
+        self.row.get_ref(0).ok().and_then(text).unwrap_or("")
+    }
+    fn attr(&self, i: usize) -> ValueRef<'_> {
+        self.row.get_ref(1 + i).unwrap_or(ValueRef::Null)
+    }
+    fn parent(&self, i: usize) -> Option<&str> {
+        self.row.get_ref(1 + self.attrs + i).ok().and_then(text)
+    }
+    fn children(&self, _: &Relationship) -> Option<&[String]> {
+        None
+    }
+}
+
+impl Record {
+    pub fn of(f: &impl Fields, sel: &Selection) -> Record {
+        Record {
+            id: f.id().to_owned(),
+            attrs: (0..sel.attrs.len()).map(|i| owned(f.attr(i))).collect(),
+            parents: (0..sel.to_one.len()).map(|i| f.parent(i).map(str::to_owned)).collect(),
+            children: Vec::new(),
+        }
+    }
+}
+
+fn owned(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(f) => Value::Real(f),
+        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
     }
 }
 
 impl Selection {
     /// Everything of `rt` in `fieldset` (all when `None`), plus the columns `include` needs.
     pub fn new(rt: &'static ResourceType, fieldset: Option<&[String]>, include: &[Include]) -> Selection {
+        if fieldset.is_none() && include.is_empty() {
+            return Selection::whole(rt).clone();
+        }
+        Selection::build(rt, fieldset, include)
+    }
+
+    /// The selection of every field of `rt`, built once.
+    pub fn whole(rt: &'static ResourceType) -> &'static Selection {
+        static WHOLE: OnceLock<Vec<Selection>> = OnceLock::new();
+        let all = WHOLE.get_or_init(|| TYPES.iter().map(|t| Selection::build(t, None, &[])).collect());
+        all.iter().find(|s| std::ptr::eq(s.rt, rt)).expect("every type is in the registry")
+    }
+
+    fn build(rt: &'static ResourceType, fieldset: Option<&[String]>, include: &[Include]) -> Selection {
         let wants = |name: &str| fieldset.is_none_or(|f| f.iter().any(|x| x == name));
         let attrs = rt.attributes.iter().filter(|a| wants(a.name)).collect();
         let rels = rt.relationships.iter().filter(|r| wants(r.name)).collect();
         let to_one = rt.to_one().filter(|r| wants(r.name) || include.iter().any(|i| std::ptr::eq(i.rel, *r))).collect();
-        let mut sel = Selection { rt, attrs, to_one, rels, columns: String::new() };
+        let mut sel = Selection { rt, attrs, to_one, rels, columns: String::new(), by_id: String::new() };
         sel.build_columns();
         sel
     }
@@ -68,6 +153,7 @@ impl Selection {
         cols.extend(self.attrs.iter().map(|a| a.name));
         cols.extend(self.to_one.iter().map(|r| r.fk.column));
         self.columns = cols.join(", ");
+        self.by_id = format!("SELECT {} FROM {} WHERE id = ?1", self.columns, self.rt.table);
     }
 
     /// The column list of a `SELECT`.
@@ -75,53 +161,73 @@ impl Selection {
         &self.columns
     }
 
-    /// Reads one row selected with [`Selection::columns`].
-    pub fn read(&self, row: &Row<'_>) -> rusqlite::Result<Record> {
-        let id: String = row.get(0)?;
-        let mut attrs = Vec::with_capacity(self.attrs.len());
-        for i in 0..self.attrs.len() {
-            attrs.push(row.get::<_, Value>(1 + i)?);
-        }
-        let mut parents = Vec::with_capacity(self.to_one.len());
-        for i in 0..self.to_one.len() {
-            parents.push(row.get::<_, Option<String>>(1 + self.attrs.len() + i)?);
-        }
-        Ok(Record { id, attrs, parents, children: Vec::new() })
+    /// Views a row selected with [`Selection::columns`].
+    pub fn fields<'a, 'r>(&self, row: &'a Row<'r>) -> RowFields<'a, 'r> {
+        RowFields { row, attrs: self.attrs.len() }
     }
 
     /// The parent id of `rec` through the to-one `rel`, if read and set.
-    pub fn parent_of<'r>(&self, rec: &'r Record, rel: &Relationship) -> Option<&'r str> {
+    pub fn parent_of<'r>(&self, rec: &'r impl Fields, rel: &Relationship) -> Option<&'r str> {
         let i = self.to_one.iter().position(|r| std::ptr::eq(*r, rel))?;
-        rec.parents.get(i)?.as_deref()
+        rec.parent(i)
     }
+}
+
+/// Calls `each` with the row of resource `id`; `false` when there is none.
+pub fn get_with(conn: &Connection, sel: &Selection, id: &str, each: impl FnOnce(&RowFields<'_, '_>)) -> Result<bool> {
+    let mut st = conn.prepare_cached(&sel.by_id)?;
+    let mut rows = st.query([id])?;
+    Ok(match rows.next()? {
+        Some(row) => {
+            each(&sel.fields(row));
+            true
+        }
+        None => false,
+    })
 }
 
 /// The resource `id`, or `None`.
 pub fn get(conn: &Connection, sel: &Selection, id: &str) -> Result<Option<Record>> {
-    let sql = format!("SELECT {} FROM {} WHERE id = ?1", sel.columns(), sel.rt.table);
-    let mut st = conn.prepare_cached(&sql)?;
-    let mut rows = st.query([id])?;
-    Ok(match rows.next()? {
-        Some(row) => Some(sel.read(row)?),
-        None => None,
-    })
+    let mut rec = None;
+    get_with(conn, sel, id, |f| rec = Some(Record::of(f, sel)))?;
+    Ok(rec)
 }
 
 /// Reads the resources of `sql` (a statement selecting [`Selection::columns`]).
 pub fn read_all(conn: &Connection, sel: &Selection, sql: &str, params: &[Value]) -> Result<Vec<Record>> {
-    let mut st = conn.prepare_cached(sql)?;
-    let rows = st.query_map(params_from_iter(params), |r| sel.read(r))?;
-    Ok(rows.collect::<rusqlite::Result<_>>()?)
+    let mut out = Vec::new();
+    for_each(conn, sel, sql, params, |f| out.push(Record::of(f, sel)))?;
+    Ok(out)
 }
 
-/// One page of a collection, and the total count. `scope` restricts it to the children of one
-/// parent through a to-many relationship (`/modules/{id}/subjects`).
+fn for_each(
+    conn: &Connection,
+    sel: &Selection,
+    sql: &str,
+    params: &[Value],
+    mut each: impl FnMut(&RowFields<'_, '_>),
+) -> Result<usize> {
+    let mut st = conn.prepare_cached(sql)?;
+    let mut rows = st.query(params_from_iter(params))?;
+    let mut n = 0;
+    while let Some(row) = rows.next()? {
+        each(&sel.fields(row));
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// One page of a collection: calls `each` for its rows in order and returns the total count.
+/// `scope` restricts it to the children of one parent through a to-many relationship
+/// (`/modules/{id}/subjects`).
 pub fn list(
+    db: &Db,
     conn: &Connection,
     sel: &Selection,
     q: &Query,
     scope: Option<(&Relationship, &str)>,
-) -> Result<(Vec<Record>, u64)> {
+    each: impl FnMut(&RowFields<'_, '_>),
+) -> Result<u64> {
     let rt = sel.rt;
     let mut wheres: Vec<String> = Vec::new();
     let mut params: Vec<Value> = Vec::new();
@@ -148,6 +254,7 @@ pub fn list(
         }
     }
     // The count is kept in `row_counts` for the whole table and for one parent's children.
+    let whole = wheres.is_empty() && parents.is_empty();
     let counter = match (wheres.is_empty(), parents.as_slice()) {
         (true, []) => Some((rt.table.to_owned(), String::new())),
         (true, [(column, Some(parent))]) => Some((format!("{}.{column}", rt.table), (*parent).to_owned())),
@@ -162,21 +269,33 @@ pub fn list(
             None => wheres.push("0".into()),
         }
     }
-    let filter = if wheres.is_empty() { String::new() } else { format!(" WHERE {}", wheres.join(" AND ")) };
+    let mut filter = if wheres.is_empty() { String::new() } else { format!(" WHERE {}", wheres.join(" AND ")) };
 
-    let total: u64 = match &counter {
+    let (total, gen) = match &counter {
         Some((tbl, parent)) => conn
-            .prepare_cached("SELECT coalesce((SELECT n FROM row_counts WHERE tbl = ?1 AND parent = ?2), 0)")?
-            .query_row([tbl, parent], |r| r.get::<_, i64>(0))?
-            .max(0) as u64,
+            .prepare_cached("SELECT n, gen FROM row_counts WHERE tbl = ?1 AND parent = ?2")?
+            .query_row([tbl, parent], |r| Ok((r.get::<_, i64>(0)?.max(0) as u64, r.get::<_, i64>(1)?)))
+            .optional()?
+            .unwrap_or((0, 0)),
         None => {
             let sql = format!("SELECT count(*) FROM {}{filter}", rt.table);
-            conn.prepare_cached(&sql)?.query_row(params_from_iter(&params), |r| r.get::<_, i64>(0))? as u64
+            (conn.prepare_cached(&sql)?.query_row(params_from_iter(&params), |r| r.get::<_, i64>(0))? as u64, 0)
         }
     };
-    let offset = q.page.offset();
+    let mut offset = q.page.offset();
     if offset >= total {
-        return Ok((Vec::new(), total));
+        return Ok(total);
+    }
+    let id_order = q.sort.is_empty() || matches!(q.sort.as_slice(), [k] if k.column == "id" && !k.descending);
+    if whole && id_order && offset >= paging::STRIDE {
+        match db.pages().start(rt.table, gen, offset) {
+            Some((key, skip)) => {
+                filter = " WHERE id >= ?".into();
+                params.push(Value::Text(key));
+                offset = skip;
+            }
+            None => db.refresh_pages(rt.table),
+        }
     }
     let order = match (q.sort.is_empty(), scope) {
         (true, Some((rel, _))) => rel.fk.children_order.to_owned(),
@@ -193,7 +312,8 @@ pub fn list(
     let sql = format!("SELECT {} FROM {}{filter} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table);
     params.push(Value::Integer(q.page.size as i64));
     params.push(Value::Integer(offset.min(i64::MAX as u64) as i64));
-    Ok((read_all(conn, sel, &sql, &params)?, total))
+    for_each(conn, sel, &sql, &params, each)?;
+    Ok(total)
 }
 
 /// Inserts a new resource and its relationships; returns its id.
@@ -292,7 +412,12 @@ fn unique_violation(rt: &ResourceType, e: rusqlite::Error) -> Error {
 
 /// The current time as RFC 3339 UTC with milliseconds, e.g. `2026-11-21T20:53:31.123Z`.
 pub fn now() -> String {
-    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    timestamp(std::time::SystemTime::now())
+}
+
+/// `at` as RFC 3339 UTC with milliseconds.
+pub fn timestamp(at: std::time::SystemTime) -> String {
+    let since = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     let secs = since.as_secs() as i64;
     let (days, day_secs) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Days since 1970-01-01 to a civil date (H. Hinnant's algorithm).

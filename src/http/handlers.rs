@@ -16,11 +16,11 @@ use crate::db;
 use crate::error::{Error, Result};
 use crate::jsonapi::body::{self, Mode};
 use crate::jsonapi::query::{normalize_id, Filter};
-use crate::jsonapi::response::{self, RequestUrl};
+use crate::jsonapi::response::{self, Included, RequestUrl};
 use crate::jsonapi::{Accepts, Base, Query};
 use crate::relations;
 use crate::resources::{Relationship, ResourceType};
-use crate::store::{self, Selection};
+use crate::store::{self, Record, Selection};
 
 /// Runs the handler of the chosen route; every outcome, a panic included, becomes a response.
 pub async fn dispatch(
@@ -120,6 +120,7 @@ pub(super) async fn list(
     let path_url = path_url(&base, &req.path);
     let query = req.query;
     let bounded = is_bounded(&q);
+    let db = app.db.clone();
     let work = move |c: &Connection| {
         db::snapshot(c, |c| {
             let scope = scope.as_ref().map(|(rel, parent)| (*rel, parent.as_str()));
@@ -129,10 +130,20 @@ pub(super) async fn list(
                 }
             }
             let sel = Selection::new(rt, q.fieldset(rt), &q.include);
-            let (mut page, total) = store::list(c, &sel, &q, scope)?;
-            let included = relations::include(c, &q, &sel, &mut page)?;
             let url = RequestUrl { path_url: &path_url, query: query.as_deref() };
-            Ok(response::collection(&base, &url, &q, &sel, &page, total, &included))
+            if q.include.is_empty() {
+                // Rendered straight from the rows as they are stepped.
+                return response::collection(&base, &url, &q, &Included::new(), |items| {
+                    store::list(&db, c, &sel, &q, scope, |row| items.push(&sel, row))
+                });
+            }
+            let mut page = Vec::new();
+            let total = store::list(&db, c, &sel, &q, scope, |row| page.push(Record::of(row, &sel)))?;
+            let included = relations::include(c, &q, &sel, &mut page)?;
+            response::collection(&base, &url, &q, &included, |items| {
+                page.iter().for_each(|rec| items.push(&sel, rec));
+                Ok(total)
+            })
         })
     };
     let body = if bounded { app.db.read(work).await? } else { app.db.scan(work).await? };
@@ -174,6 +185,13 @@ pub(super) fn render_one(
     id: &str,
 ) -> Result<Vec<u8>> {
     let sel = Selection::new(rt, q.fieldset(rt), &q.include);
+    if q.include.is_empty() {
+        let mut body = None;
+        store::get_with(c, &sel, id, |row| {
+            body = Some(response::resource(base, url, &sel, Some(row), &Included::new()))
+        })?;
+        return body.ok_or_else(|| store::not_found(rt, id));
+    }
     let rec = store::get(c, &sel, id)?.ok_or_else(|| store::not_found(rt, id))?;
     let mut recs = [rec];
     let included = relations::include(c, q, &sel, &mut recs)?;

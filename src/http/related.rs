@@ -17,7 +17,7 @@ use crate::jsonapi::response::{self, Included, RequestUrl};
 use crate::jsonapi::{Accepts, Query};
 use crate::relations;
 use crate::resources::{Relationship, ResourceType};
-use crate::store::{self, Selection};
+use crate::store::{self, Record, Selection};
 
 /// `GET /{type}/{id}/{rel}`: the related resource (to-one) or a page of them (to-many).
 pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &str, req: Req) -> Result<Response> {
@@ -44,7 +44,7 @@ pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &s
                     Some(parent) => render_one(c, &base, &url, target, &q, &parent),
                     None => {
                         let sel = Selection::new(target, q.fieldset(target), &q.include);
-                        Ok(response::resource(&base, &url, &sel, None, &Included::new()))
+                        Ok(response::resource(&base, &url, &sel, None::<&Record>, &Included::new()))
                     }
                 }
             })

@@ -5,10 +5,10 @@
 
 use std::io::Write as _;
 
-use rusqlite::types::Value;
+use rusqlite::types::ValueRef;
 
 use crate::resources::{Kind, Relationship};
-use crate::store::{Record, Selection};
+use crate::store::{Fields, Selection};
 
 /// The absolute URL prefix of the API, e.g. `http://127.0.0.1:8080/v1`. Checked to hold only
 /// characters that need no escaping in JSON or in a URL, so it is written as is.
@@ -92,21 +92,22 @@ impl Doc {
     }
 
     /// Writes one resource object of the selection.
-    pub fn resource(&mut self, base: &Base, sel: &Selection, rec: &Record) {
+    pub fn resource(&mut self, base: &Base, sel: &Selection, rec: &impl Fields) {
         let ty = sel.rt.name;
+        let id = rec.id();
         self.raw(r#"{"type":"#);
         self.string(ty);
         self.raw(r#","id":"#);
-        self.string(&rec.id);
+        self.string(id);
         if !sel.attrs.is_empty() {
             self.raw(r#","attributes":{"#);
-            for (i, (attr, value)) in sel.attrs.iter().zip(&rec.attrs).enumerate() {
+            for (i, attr) in sel.attrs.iter().enumerate() {
                 if i > 0 {
                     self.buf.push(b',');
                 }
                 self.string(attr.name);
                 self.buf.push(b':');
-                self.value(attr.kind, value);
+                self.value(attr.kind, rec.attr(i));
             }
             self.buf.push(b'}');
         }
@@ -116,16 +117,24 @@ impl Doc {
                 if i > 0 {
                     self.buf.push(b',');
                 }
-                self.relationship(base, ty, &rec.id, rel, sel, rec);
+                self.relationship(base, ty, id, rel, sel, rec);
             }
             self.buf.push(b'}');
         }
         self.raw(r#","links":{"self":"#);
-        self.url(base, &[ty, &rec.id]);
+        self.url(base, &[ty, id]);
         self.raw("}}");
     }
 
-    fn relationship(&mut self, base: &Base, ty: &str, id: &str, rel: &Relationship, sel: &Selection, rec: &Record) {
+    fn relationship(
+        &mut self,
+        base: &Base,
+        ty: &str,
+        id: &str,
+        rel: &Relationship,
+        sel: &Selection,
+        rec: &impl Fields,
+    ) {
         self.string(rel.name);
         self.raw(r#":{"links":{"self":"#);
         self.url(base, &[ty, id, "relationships", rel.name]);
@@ -139,7 +148,7 @@ impl Doc {
                 Some(parent) => self.identifier(target, parent),
                 None => self.raw("null"),
             }
-        } else if let Some(children) = rec.children_of(rel) {
+        } else if let Some(children) = rec.children(rel) {
             self.raw(r#","data":["#);
             for (i, child) in children.iter().enumerate() {
                 if i > 0 {
@@ -152,16 +161,18 @@ impl Doc {
         self.buf.push(b'}');
     }
 
-    fn value(&mut self, kind: Kind, value: &Value) {
+    fn value(&mut self, kind: Kind, value: ValueRef<'_>) {
         match (kind, value) {
-            (_, Value::Null) => self.raw("null"),
-            (Kind::Bool, Value::Integer(i)) => self.raw(if *i != 0 { "true" } else { "false" }),
-            (_, Value::Integer(i)) => self.number(*i),
-            (_, Value::Text(s)) => self.string(s),
-            (_, Value::Real(f)) => {
+            (_, ValueRef::Null) => self.raw("null"),
+            (Kind::Bool, ValueRef::Integer(i)) => self.raw(if i != 0 { "true" } else { "false" }),
+            (_, ValueRef::Integer(i)) => self.number(i),
+            (_, ValueRef::Text(t) | ValueRef::Blob(t)) => match std::str::from_utf8(t) {
+                Ok(s) => self.string(s),
+                Err(_) => self.string(&String::from_utf8_lossy(t)),
+            },
+            (_, ValueRef::Real(f)) => {
                 let _ = write!(self.buf, "{f}");
             }
-            (_, Value::Blob(b)) => self.string(&String::from_utf8_lossy(b)),
         }
     }
 
@@ -190,23 +201,45 @@ static ESCAPE: [u8; 256] = {
     t
 };
 
-/// Appends `s` JSON-escaped (without quotes): runs that need no escaping are copied whole.
+/// Whether any of the 8 bytes of `w` is a control character, `"` or `\\`.
+#[inline]
+fn needs_escape(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    // A byte below 0x20 (bytes of 0x80 and above are left out by `!w`).
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    (control | has_zero(w ^ (ONES * b'"' as u64)) | has_zero(w ^ (ONES * b'\\' as u64))) != 0
+}
+
+/// Appends `s` JSON-escaped (without quotes): runs that need no escaping are copied whole,
+/// found eight bytes at a time.
 pub fn escape_into(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
+    out.reserve(bytes.len());
     let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        if let Some(chunk) = bytes.get(i..i + 8) {
+            let w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+            if !needs_escape(w) {
+                i += 8;
+                continue;
+            }
+        }
+        let b = bytes[i];
         let esc = ESCAPE[b as usize];
-        if esc == 0 {
-            continue;
+        if esc != 0 {
+            out.extend_from_slice(&bytes[start..i]);
+            if esc == b'u' {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+            } else {
+                out.extend_from_slice(&[b'\\', esc]);
+            }
+            start = i + 1;
         }
-        out.extend_from_slice(&bytes[start..i]);
-        if esc == b'u' {
-            const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-        } else {
-            out.extend_from_slice(&[b'\\', esc]);
-        }
-        start = i + 1;
+        i += 1;
     }
     out.extend_from_slice(&bytes[start..]);
 }
@@ -217,7 +250,17 @@ mod tests {
 
     #[test]
     fn escaping_matches_serde_json() {
-        for s in ["plain", "quote \" and \\ back", "line\nbreak\ttab\r\u{1}\u{1f}", "café Zürich ✓", ""] {
+        let long = "0123456789abcdef\"x\\y\u{7f}é\u{1}z".repeat(9);
+        for s in [
+            "plain",
+            "quote \" and \\ back",
+            "line\nbreak\ttab\r\u{1}\u{1f}",
+            "café Zürich ✓",
+            "",
+            &long,
+            "12345678\"",
+            " !#$%&'()*+,-./~",
+        ] {
             let mut out = Vec::new();
             escape_into(&mut out, s);
             let ours = format!("\"{}\"", String::from_utf8(out).unwrap());

@@ -2,8 +2,9 @@
 
 use super::document::{Base, Doc};
 use super::query::Query;
+use crate::error::Result;
 use crate::resources::Relationship;
-use crate::store::{Record, Selection};
+use crate::store::{Fields, Record, Selection};
 
 /// Resources included with the primary data, grouped by the selection they were read with.
 pub type Included = Vec<(Selection, Vec<Record>)>;
@@ -28,11 +29,13 @@ pub fn resource(
     base: &Base,
     url: &RequestUrl<'_>,
     sel: &Selection,
-    rec: Option<&Record>,
+    rec: Option<&impl Fields>,
     included: &Included,
 ) -> Vec<u8> {
-    let size = rec.map_or(0, approximate_size);
-    let mut doc = Doc::new(size + 512);
+    let size = rec.map_or(0, |r| approximate_size(r, sel.attrs.len()));
+    let included_size: usize =
+        included.iter().flat_map(|(s, recs)| recs.iter().map(|r| approximate_size(r, s.attrs.len()))).sum();
+    let mut doc = Doc::new(size + included_size + 512);
     doc.member("data");
     match rec {
         Some(rec) => doc.resource(base, sel, rec),
@@ -46,33 +49,30 @@ pub fn resource(
     doc.finish()
 }
 
-/// One page of a collection with `meta.page` and the paging links.
+/// One page of a collection with `meta.page` and the paging links. `fill` writes the
+/// resources (comma-separated, see [`Items`]) and returns the total count of the collection.
 pub fn collection(
     base: &Base,
     url: &RequestUrl<'_>,
     q: &Query,
-    sel: &Selection,
-    page: &[Record],
-    total: u64,
     included: &Included,
-) -> Vec<u8> {
-    let size: usize = page.iter().map(approximate_size).sum();
-    let mut doc = Doc::new(size + 1024);
+    fill: impl FnOnce(&mut Items<'_>) -> Result<u64>,
+) -> Result<Vec<u8>> {
+    let included_size: usize =
+        included.iter().flat_map(|(s, recs)| recs.iter().map(|r| approximate_size(r, s.attrs.len()))).sum();
+    let mut doc = Doc::new(q.page.size as usize * 4096 + included_size);
     doc.member("data");
     doc.byte(b'[');
-    for (i, rec) in page.iter().enumerate() {
-        if i > 0 {
-            doc.byte(b',');
-        }
-        doc.resource(base, sel, rec);
-    }
+    let mut items = Items { doc: &mut doc, base, count: 0 };
+    let total = fill(&mut items)?;
+    let count = items.count;
     doc.byte(b']');
     write_included(&mut doc, base, included);
 
     let (number, per_page) = (q.page.number, q.page.size);
     let last = total.div_ceil(per_page).max(1);
-    let from = if page.is_empty() { 0 } else { q.page.offset() + 1 };
-    let to = if page.is_empty() { 0 } else { q.page.offset() + page.len() as u64 };
+    let from = if count == 0 { 0 } else { q.page.offset() + 1 };
+    let to = if count == 0 { 0 } else { q.page.offset() + count };
     doc.member("meta");
     doc.raw(&format!(
         r#"{{"page":{{"currentPage":{number},"perPage":{per_page},"from":{from},"to":{to},"total":{total},"lastPage":{last}}}}}"#
@@ -93,7 +93,24 @@ pub fn collection(
         link(&mut doc, "next", number + 1);
     }
     doc.byte(b'}');
-    doc.finish()
+    Ok(doc.finish())
+}
+
+/// The `data` array of a collection being written.
+pub struct Items<'d> {
+    doc: &'d mut Doc,
+    base: &'d Base,
+    count: u64,
+}
+
+impl Items<'_> {
+    pub fn push(&mut self, sel: &Selection, rec: &impl Fields) {
+        if self.count > 0 {
+            self.doc.byte(b',');
+        }
+        self.doc.resource(self.base, sel, rec);
+        self.count += 1;
+    }
 }
 
 /// The linkage of `owner`'s relationship `rel`, with `links.self` and `links.related`.
@@ -145,14 +162,12 @@ fn write_included(doc: &mut Doc, base: &Base, included: &Included) {
 }
 
 /// Roughly the bytes `rec` renders to, to size the buffer once.
-fn approximate_size(rec: &Record) -> usize {
-    let text: usize = rec
-        .attrs
-        .iter()
-        .map(|v| match v {
-            rusqlite::types::Value::Text(s) => s.len() + 16,
+fn approximate_size(rec: &impl Fields, attrs: usize) -> usize {
+    let text: usize = (0..attrs)
+        .map(|i| match rec.attr(i) {
+            rusqlite::types::ValueRef::Text(s) => s.len() + 16,
             _ => 16,
         })
         .sum();
-    text + 640 + rec.children.iter().map(|(_, ids)| ids.len() * 64).sum::<usize>()
+    text + 640
 }

@@ -225,3 +225,58 @@ async fn counts_follow_moves_and_deletes() {
     assert_eq!(total(t.get("/v1/subjects").await), 2);
     assert_eq!(total(t.get("/v1/modules").await), 1);
 }
+
+/// The page index's generation of `table`, read from the database file.
+fn generation(t: &TestApp, table: &str) -> i64 {
+    let c = rusqlite::Connection::open(&t.path).unwrap();
+    c.query_row("SELECT gen FROM row_counts WHERE tbl = ?1 AND parent = ''", [table], |r| r.get(0)).unwrap()
+}
+
+async fn all_ids(t: &TestApp) -> Vec<String> {
+    let mut all = Vec::new();
+    for n in 1.. {
+        let r = t.get(&format!("/v1/subjects?page[size]=100&page[number]={n}")).await;
+        if r.data().is_empty() {
+            break;
+        }
+        all.extend(r.ids());
+    }
+    all
+}
+
+#[tokio::test]
+async fn deep_pages_are_the_same_with_and_without_the_page_index() {
+    let shape = coursed::dataset::Shape { modules: 2, subjects_per_module: 400, chapters_per_subject: 0, seed: 7 };
+    let t = TestApp::generated(shape).await;
+    let mut all = all_ids(&t).await;
+    assert_eq!(all.len(), 800);
+    assert!(all.windows(2).all(|w| w[0] < w[1]), "id order");
+    // Deep pages asked for above start a background build of the index; wait for it.
+    let gen = generation(&t, "subjects");
+    for _ in 0..500 {
+        if t.app.db.pages().start("subjects", gen, 700).is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(t.app.db.pages().start("subjects", gen, 700).is_some(), "the page index was built");
+    let check = |all: Vec<String>| {
+        let t = &t;
+        async move {
+            for (size, number) in [(7u64, 40u64), (100, 5), (13, 54), (100, 8), (1, 800), (20, 13)] {
+                let r = t.get(&format!("/v1/subjects?page[size]={size}&page[number]={number}")).await;
+                let from = ((number - 1) * size) as usize;
+                let expected: Vec<String> = all.iter().skip(from).take(size as usize).cloned().collect();
+                assert_eq!(r.ids(), expected, "page {number} of {size}");
+                assert_eq!(r.body["meta"]["page"]["total"], all.len());
+            }
+        }
+    };
+    check(all.clone()).await;
+    // Inserts and deletes move the generation: the stale index is not used.
+    let removed = all.remove(300);
+    t.delete(&format!("/v1/subjects/{removed}")).await.assert_status(204);
+    all.push(t.subject("Newest", None).await);
+    assert_ne!(generation(&t, "subjects"), gen);
+    check(all).await;
+}

@@ -87,8 +87,21 @@ pub fn test_options(path: &str) -> Options {
 
 impl TestApp {
     pub async fn new() -> TestApp {
+        TestApp::with(|_| ()).await
+    }
+
+    /// An app over a database filled by `coursed generate`.
+    pub async fn generated(shape: coursed::dataset::Shape) -> TestApp {
+        TestApp::with(|path| {
+            coursed::dataset::generate(path.to_str().unwrap(), shape, None).expect("generate");
+        })
+        .await
+    }
+
+    async fn with(prepare: impl FnOnce(&std::path::Path)) -> TestApp {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("test.db");
+        prepare(&path);
         let db = Db::open(&test_options(path.to_str().unwrap())).expect("open db");
         let app = App { db, tokens: Tokens::new([TOKEN.to_owned()]), public_url: None, body_limit: 2 << 20 };
         TestApp { app: Arc::new(app), path, _dir: dir }
