@@ -77,7 +77,7 @@ pub fn build(conn: &Connection, table: &str) -> Result<(i64, Vec<String>)> {
         let mut keys = Vec::new();
         let mut i = 0u64;
         while let Some(row) = rows.next()? {
-            if i % STRIDE == 0 {
+            if i.is_multiple_of(STRIDE) {
                 keys.push(row.get(0)?);
             }
             i += 1;
