@@ -10,7 +10,6 @@ use std::path::Path;
 use rusqlite::{params, Connection};
 use serde::Deserialize;
 
-use crate::db::{Db, Durability, Options};
 use crate::store::timestamp;
 
 /// What `generate` makes.
@@ -227,7 +226,7 @@ fn fill(path: &str, rows: impl FnOnce(&mut Writer<'_>) -> rusqlite::Result<()>) 
     if path == ":memory:" {
         return Err("load into a database file, not :memory:".into());
     }
-    drop(Db::open(&Options::new(path, Durability::Full))?);
+    crate::db::create(path)?;
     let conn = Connection::open(path).map_err(|e| e.to_string())?;
     let existing: i64 = conn
         .query_row("SELECT sum(n) FROM row_counts WHERE parent = ''", [], |r| r.get(0))

@@ -108,27 +108,7 @@ impl Db {
         let flags = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
         let statements: Option<&'static AtomicU64> =
             opts.count_statements.then(|| &*Box::leak(Box::new(AtomicU64::new(0))));
-        let fail = |e: rusqlite::Error| format!("cannot open database {}: {e}", opts.path);
-
-        let mut writer = Connection::open_with_flags(
-            &target,
-            flags | OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE,
-        )
-        .map_err(fail)?;
-        configure(&writer, opts.busy_timeout, statements).map_err(fail)?;
-        let sync = match opts.durability {
-            Durability::Full => "FULL",
-            Durability::Normal => "NORMAL",
-        };
-        writer.pragma_update(None, "synchronous", sync).map_err(fail)?;
-        // WAL lets readers go on while the writer commits; set once, outside any transaction.
-        let mode = if memory { "MEMORY" } else { "WAL" };
-        let got: String = writer.pragma_update_and_check(None, "journal_mode", mode, |r| r.get(0)).map_err(fail)?;
-        if !got.eq_ignore_ascii_case(mode) {
-            return Err(format!("cannot open database {}: journal_mode {mode} refused ({got})", opts.path));
-        }
-        migrate(&mut writer).map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
-
+        let writer = open_writer(&target, opts, statements)?;
         let busy = opts.busy_timeout;
         let manager = SqliteConnectionManager::file(&target)
             .with_flags(flags | OpenFlags::SQLITE_OPEN_READ_ONLY)
@@ -239,12 +219,49 @@ impl Db {
     }
 }
 
+/// Opens the read-write connection: settings, journal mode, migrations.
+fn open_writer(
+    target: &str,
+    opts: &Options,
+    statements: Option<&'static AtomicU64>,
+) -> std::result::Result<Connection, String> {
+    let fail = |e: rusqlite::Error| format!("cannot open database {}: {e}", opts.path);
+    let flags = OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE;
+    let mut writer = Connection::open_with_flags(target, flags).map_err(fail)?;
+    // Rows of a few KiB fit in one 8 KiB page: read in place from the mapping, with no
+    // overflow pages to assemble. Takes effect only on a new, empty file.
+    writer.pragma_update(None, "page_size", 8192).map_err(fail)?;
+    configure(&writer, opts.busy_timeout, statements).map_err(fail)?;
+    let sync = match opts.durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    writer.pragma_update(None, "synchronous", sync).map_err(fail)?;
+    // WAL lets readers go on while the writer commits; set once, outside any transaction.
+    let mode = if opts.path == ":memory:" { "MEMORY" } else { "WAL" };
+    let got: String = writer.pragma_update_and_check(None, "journal_mode", mode, |r| r.get(0)).map_err(fail)?;
+    if !got.eq_ignore_ascii_case(mode) {
+        return Err(format!("cannot open database {}: journal_mode {mode} refused ({got})", opts.path));
+    }
+    migrate(&mut writer).map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
+    Ok(writer)
+}
+
+/// Creates (or migrates) the database file `path` and closes it again.
+pub fn create(path: &str) -> std::result::Result<(), String> {
+    open_writer(path, &Options::new(path, Durability::Full), None).map(drop)
+}
+
 /// Runs several reads as one consistent snapshot (one read transaction).
 pub fn snapshot<T>(c: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-    let tx = c.unchecked_transaction()?;
-    let value = f(&tx)?;
-    tx.commit()?;
-    Ok(value)
+    c.prepare_cached("BEGIN")?.execute([])?;
+    let value = f(c);
+    let end = if value.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    c.prepare_cached(end)?.execute([])?;
+    value
 }
 
 /// Runs `f`, turning a panic into a 500 so that no request can take a thread down.

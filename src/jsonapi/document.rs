@@ -166,10 +166,14 @@ impl Doc {
             (_, ValueRef::Null) => self.raw("null"),
             (Kind::Bool, ValueRef::Integer(i)) => self.raw(if i != 0 { "true" } else { "false" }),
             (_, ValueRef::Integer(i)) => self.number(i),
-            (_, ValueRef::Text(t) | ValueRef::Blob(t)) => match std::str::from_utf8(t) {
-                Ok(s) => self.string(s),
-                Err(_) => self.string(&String::from_utf8_lossy(t)),
-            },
+            (_, ValueRef::Text(t) | ValueRef::Blob(t)) => {
+                self.buf.push(b'"');
+                if !escape_utf8_into(&mut self.buf, t) {
+                    // Not UTF-8 (written by another program): send it with replacement characters.
+                    escape_into(&mut self.buf, &String::from_utf8_lossy(t));
+                }
+                self.buf.push(b'"');
+            }
             (_, ValueRef::Real(f)) => {
                 let _ = write!(self.buf, "{f}");
             }
@@ -212,22 +216,39 @@ fn needs_escape(w: u64) -> bool {
     (control | has_zero(w ^ (ONES * b'"' as u64)) | has_zero(w ^ (ONES * b'\\' as u64))) != 0
 }
 
-/// Appends `s` JSON-escaped (without quotes): runs that need no escaping are copied whole,
-/// found eight bytes at a time.
+/// Appends `s` JSON-escaped (without quotes).
 pub fn escape_into(out: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
+    let valid = escape_utf8_into(out, s.as_bytes());
+    debug_assert!(valid, "a str is UTF-8");
+}
+
+/// Appends `bytes` JSON-escaped (without quotes), checking in the same pass that they are UTF-8;
+/// when they are not, appends nothing and returns false. Runs that need no escaping are found
+/// eight bytes at a time and copied whole.
+pub fn escape_utf8_into(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mark = out.len();
     out.reserve(bytes.len());
-    let mut start = 0;
-    let mut i = 0;
+    let (mut start, mut i) = (0, 0);
     while i < bytes.len() {
         if let Some(chunk) = bytes.get(i..i + 8) {
             let w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-            if !needs_escape(w) {
+            if w & HIGH == 0 && !needs_escape(w) {
                 i += 8;
                 continue;
             }
         }
         let b = bytes[i];
+        if b >= 0x80 {
+            match utf8_sequence(&bytes[i..]) {
+                Some(len) => i += len,
+                None => {
+                    out.truncate(mark);
+                    return false;
+                }
+            }
+            continue;
+        }
         let esc = ESCAPE[b as usize];
         if esc != 0 {
             out.extend_from_slice(&bytes[start..i]);
@@ -242,6 +263,23 @@ pub fn escape_into(out: &mut Vec<u8>, s: &str) {
         i += 1;
     }
     out.extend_from_slice(&bytes[start..]);
+    true
+}
+
+/// The length of the well-formed UTF-8 sequence `s` starts with (its first byte is not ASCII).
+fn utf8_sequence(s: &[u8]) -> Option<usize> {
+    let cont = |i: usize, lo: u8, hi: u8| s.get(i).is_some_and(|b| (lo..=hi).contains(b));
+    let (len, lo, hi) = match s[0] {
+        0xC2..=0xDF => (2, 0x80, 0xBF),
+        0xE0 => (3, 0xA0, 0xBF),
+        0xE1..=0xEC | 0xEE..=0xEF => (3, 0x80, 0xBF),
+        0xED => (3, 0x80, 0x9F),
+        0xF0 => (4, 0x90, 0xBF),
+        0xF1..=0xF3 => (4, 0x80, 0xBF),
+        0xF4 => (4, 0x80, 0x8F),
+        _ => return None,
+    };
+    (cont(1, lo, hi) && (2..len).all(|i| cont(i, 0x80, 0xBF))).then_some(len)
 }
 
 #[cfg(test)]
@@ -265,6 +303,27 @@ mod tests {
             escape_into(&mut out, s);
             let ours = format!("\"{}\"", String::from_utf8(out).unwrap());
             assert_eq!(serde_json::from_str::<String>(&ours).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn escaping_rejects_what_is_not_utf8_like_std_does() {
+        let samples: [&[u8]; 9] = [
+            b"ok \xc3\xa9",
+            b"\xc3",
+            b"\xc0\xaf",
+            b"\xed\xa0\x80",
+            b"\xf4\x90\x80\x80",
+            b"\xf0\x9f\x98\x80 emoji",
+            b"12345678\xff",
+            b"\xe2\x82",
+            b"\xef\xbf\xbd",
+        ];
+        for bytes in samples {
+            let mut out = b"x".to_vec();
+            let ok = escape_utf8_into(&mut out, bytes);
+            assert_eq!(ok, std::str::from_utf8(bytes).is_ok(), "{bytes:?}");
+            assert_eq!(out.len() > 1, ok && !bytes.is_empty(), "{bytes:?}");
         }
     }
 }
