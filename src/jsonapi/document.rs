@@ -205,15 +205,16 @@ static ESCAPE: [u8; 256] = {
     t
 };
 
-/// Whether any of the 8 bytes of `w` is a control character, `"` or `\\`.
+/// The bytes of `w` (eight, little-endian) that are not plain printable ASCII: their high bit is
+/// set. The lowest set bit is always exact (later ones may be false alarms), which is all the
+/// scan below needs.
 #[inline]
-fn needs_escape(w: u64) -> bool {
+fn special(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    // A byte below 0x20 (bytes of 0x80 and above are left out by `!w`).
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-    (control | has_zero(w ^ (ONES * b'"' as u64)) | has_zero(w ^ (ONES * b'\\' as u64))) != 0
+    control | zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64)) | (w & HIGH)
 }
 
 /// Appends `s` JSON-escaped (without quotes).
@@ -223,22 +224,26 @@ pub fn escape_into(out: &mut Vec<u8>, s: &str) {
 }
 
 /// Appends `bytes` JSON-escaped (without quotes), checking in the same pass that they are UTF-8;
-/// when they are not, appends nothing and returns false. Runs that need no escaping are found
-/// eight bytes at a time and copied whole.
+/// when they are not, appends nothing and returns false. Plain ASCII is skipped eight bytes at a
+/// time and copied in whole runs.
 pub fn escape_utf8_into(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
-    const HIGH: u64 = 0x8080_8080_8080_8080;
     let mark = out.len();
     out.reserve(bytes.len());
-    let (mut start, mut i) = (0, 0);
-    while i < bytes.len() {
-        if let Some(chunk) = bytes.get(i..i + 8) {
-            let w = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-            if w & HIGH == 0 && !needs_escape(w) {
-                i += 8;
-                continue;
+    let (mut start, mut i, n) = (0, 0, bytes.len());
+    loop {
+        // Move `i` to the next byte that is not plain printable ASCII.
+        while let Some(chunk) = bytes.get(i..i + 8) {
+            let m = special(u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])));
+            if m != 0 {
+                i += (m.trailing_zeros() / 8) as usize;
+                break;
             }
+            i += 8;
         }
-        let b = bytes[i];
+        while i < n && i + 8 > n && bytes[i] < 0x80 && ESCAPE[bytes[i] as usize] == 0 {
+            i += 1;
+        }
+        let Some(&b) = bytes.get(i) else { break };
         if b >= 0x80 {
             match utf8_sequence(&bytes[i..]) {
                 Some(len) => i += len,
@@ -267,6 +272,7 @@ pub fn escape_utf8_into(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
 }
 
 /// The length of the well-formed UTF-8 sequence `s` starts with (its first byte is not ASCII).
+#[inline]
 fn utf8_sequence(s: &[u8]) -> Option<usize> {
     let cont = |i: usize, lo: u8, hi: u8| s.get(i).is_some_and(|b| (lo..=hi).contains(b));
     let (len, lo, hi) = match s[0] {
@@ -303,6 +309,22 @@ mod tests {
             escape_into(&mut out, s);
             let ours = format!("\"{}\"", String::from_utf8(out).unwrap());
             assert_eq!(serde_json::from_str::<String>(&ours).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn escaping_matches_serde_json_exactly_on_mixed_text() {
+        let alphabet = ["a", "bcdefgh", "\"", "\\", "\n", "é", "✓", "\u{1}", "😀", " ", "\u{7f}", "<p>"];
+        let mut seed = 7u64;
+        for _ in 0..500 {
+            let mut s = String::new();
+            for _ in 0..(seed % 40) {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s.push_str(alphabet[(seed >> 33) as usize % alphabet.len()]);
+            }
+            let mut out = Vec::new();
+            escape_into(&mut out, &s);
+            assert_eq!(format!("\"{}\"", String::from_utf8(out).unwrap()), serde_json::to_string(&s).unwrap());
         }
     }
 
