@@ -88,26 +88,49 @@ fn parse_public_url(url: &str) -> Result<Base, String> {
 
 /// Serves the API on `listener` until `shutdown` completes, then lets in-flight requests finish
 /// (for at most [`DRAIN`]).
+///
+/// The accept loop is ours rather than `warp::serve`'s so that every connection gets
+/// `TCP_NODELAY`: without it the last segment of a large response waits for the client's
+/// delayed ACK.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Arc<App>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
-    let (signalled_tx, signalled) = tokio::sync::oneshot::channel::<()>();
-    let signal = async move {
-        shutdown.await;
-        log::info!("shutting down: finishing in-flight requests");
-        let _ = signalled_tx.send(());
-    };
-    let server = warp::serve(http::routes(app)).incoming(listener).graceful(signal).run();
-    tokio::select! {
-        () = server => {}
-        () = async {
-            if signalled.await.is_ok() {
-                tokio::time::sleep(DRAIN).await;
-            } else {
-                std::future::pending::<()>().await;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use hyper_util::server::conn::auto::Builder;
+    let routes = http::routes(app);
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little instead of spinning.
+                    log::warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(warp::service(routes.clone()));
+        let connection = Builder::new(TokioExecutor::new())
+            .serve_connection_with_upgrades(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                log::debug!("connection ended: {e}");
             }
-        } => log::warn!("in-flight requests did not finish within {} s; stopping anyway", DRAIN.as_secs()),
+        });
+    }
+    drop(listener);
+    log::info!("shutting down: finishing in-flight requests");
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(DRAIN) => log::warn!("in-flight requests did not finish within {} s; stopping anyway", DRAIN.as_secs()),
     }
 }

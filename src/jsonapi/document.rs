@@ -35,6 +35,8 @@ impl Base {
 /// A response document being written.
 pub struct Doc {
     buf: Vec<u8>,
+    /// The escaped URL of the resource being written, which all its links start with.
+    self_url: Vec<u8>,
 }
 
 impl Doc {
@@ -42,7 +44,7 @@ impl Doc {
     pub fn new(capacity: usize) -> Doc {
         let mut buf = Vec::with_capacity(capacity.max(256));
         buf.extend_from_slice(br#"{"jsonapi":{"version":"1.0"}"#);
-        Doc { buf }
+        Doc { buf, self_url: Vec::with_capacity(128) }
     }
 
     /// Writes `,"name":` (the value follows).
@@ -95,6 +97,12 @@ impl Doc {
     pub fn resource(&mut self, base: &Base, sel: &Selection, rec: &impl Fields) {
         let ty = sel.rt.name;
         let id = rec.id();
+        self.self_url.clear();
+        self.self_url.extend_from_slice(base.0.as_bytes());
+        for segment in [ty, id] {
+            self.self_url.push(b'/');
+            escape_into(&mut self.self_url, segment);
+        }
         self.raw(r#"{"type":"#);
         self.string(ty);
         self.raw(r#","id":"#);
@@ -117,29 +125,32 @@ impl Doc {
                 if i > 0 {
                     self.buf.push(b',');
                 }
-                self.relationship(base, ty, id, rel, sel, rec);
+                self.relationship(rel, sel, rec);
             }
             self.buf.push(b'}');
         }
-        self.raw(r#","links":{"self":"#);
-        self.url(base, &[ty, id]);
-        self.raw("}}");
+        self.raw(r#","links":{"self":""#);
+        self.buf.extend_from_slice(&self.self_url);
+        self.raw("\"}}");
     }
 
-    fn relationship(
-        &mut self,
-        base: &Base,
-        ty: &str,
-        id: &str,
-        rel: &Relationship,
-        sel: &Selection,
-        rec: &impl Fields,
-    ) {
+    /// Writes the resource URL followed by `suffixes`, as a JSON string.
+    fn link(&mut self, suffixes: &[&str]) {
+        self.buf.push(b'"');
+        self.buf.extend_from_slice(&self.self_url);
+        for s in suffixes {
+            self.buf.push(b'/');
+            escape_into(&mut self.buf, s);
+        }
+        self.buf.push(b'"');
+    }
+
+    fn relationship(&mut self, rel: &Relationship, sel: &Selection, rec: &impl Fields) {
         self.string(rel.name);
         self.raw(r#":{"links":{"self":"#);
-        self.url(base, &[ty, id, "relationships", rel.name]);
+        self.link(&["relationships", rel.name]);
         self.raw(r#","related":"#);
-        self.url(base, &[ty, id, rel.name]);
+        self.link(&[rel.name]);
         self.buf.push(b'}');
         let target = rel.target().name;
         if rel.is_to_one() {
@@ -205,33 +216,24 @@ static ESCAPE: [u8; 256] = {
     t
 };
 
-/// The bytes of `w` (eight, little-endian) that are not plain printable ASCII: their high bit is
-/// set. The lowest set bit is always exact (later ones may be false alarms), which is all the
-/// scan below needs.
+/// The bytes of `w` (eight, little-endian) that JSON must escape (control characters, `"`,
+/// `\\`): their high bit is set. The lowest set bit is always exact (later ones may be false
+/// alarms), which is all the scan below needs. Bytes of 0x80 and above are never flagged.
 #[inline]
 fn special(w: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
-    control | zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64)) | (w & HIGH)
+    control | zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64))
 }
 
 /// Appends `s` JSON-escaped (without quotes).
 pub fn escape_into(out: &mut Vec<u8>, s: &str) {
-    let valid = escape_utf8_into(out, s.as_bytes());
-    debug_assert!(valid, "a str is UTF-8");
-}
-
-/// Appends `bytes` JSON-escaped (without quotes), checking in the same pass that they are UTF-8;
-/// when they are not, appends nothing and returns false. Plain ASCII is skipped eight bytes at a
-/// time and copied in whole runs.
-pub fn escape_utf8_into(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
-    let mark = out.len();
-    out.reserve(bytes.len());
-    let (mut start, mut i, n) = (0, 0, bytes.len());
+    let (mut start, mut i, bytes) = (0, 0, s.as_bytes());
+    let n = bytes.len();
     loop {
-        // Move `i` to the next byte that is not plain printable ASCII.
+        // Move `i` to the next byte that needs escaping, eight bytes at a time.
         while let Some(chunk) = bytes.get(i..i + 8) {
             let m = special(u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])));
             if m != 0 {
@@ -240,20 +242,10 @@ pub fn escape_utf8_into(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
             }
             i += 8;
         }
-        while i < n && i + 8 > n && bytes[i] < 0x80 && ESCAPE[bytes[i] as usize] == 0 {
+        while i < n && i + 8 > n && ESCAPE[bytes[i] as usize] == 0 {
             i += 1;
         }
         let Some(&b) = bytes.get(i) else { break };
-        if b >= 0x80 {
-            match utf8_sequence(&bytes[i..]) {
-                Some(len) => i += len,
-                None => {
-                    out.truncate(mark);
-                    return false;
-                }
-            }
-            continue;
-        }
         let esc = ESCAPE[b as usize];
         if esc != 0 {
             out.extend_from_slice(&bytes[start..i]);
@@ -268,24 +260,19 @@ pub fn escape_utf8_into(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
         i += 1;
     }
     out.extend_from_slice(&bytes[start..]);
-    true
 }
 
-/// The length of the well-formed UTF-8 sequence `s` starts with (its first byte is not ASCII).
-#[inline]
-fn utf8_sequence(s: &[u8]) -> Option<usize> {
-    let cont = |i: usize, lo: u8, hi: u8| s.get(i).is_some_and(|b| (lo..=hi).contains(b));
-    let (len, lo, hi) = match s[0] {
-        0xC2..=0xDF => (2, 0x80, 0xBF),
-        0xE0 => (3, 0xA0, 0xBF),
-        0xE1..=0xEC | 0xEE..=0xEF => (3, 0x80, 0xBF),
-        0xED => (3, 0x80, 0x9F),
-        0xF0 => (4, 0x90, 0xBF),
-        0xF1..=0xF3 => (4, 0x80, 0xBF),
-        0xF4 => (4, 0x80, 0x8F),
-        _ => return None,
-    };
-    (cont(1, lo, hi) && (2..len).all(|i| cont(i, 0x80, 0xBF))).then_some(len)
+/// Appends `bytes` JSON-escaped (without quotes) if they are UTF-8; returns false otherwise.
+/// (Course text has an accented letter every few dozen bytes: a SIMD check of the whole string
+/// followed by an ASCII-only escape is several times faster than checking while escaping.)
+pub fn escape_utf8_into(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    match simdutf8::basic::from_utf8(bytes) {
+        Ok(s) => {
+            escape_into(out, s);
+            true
+        }
+        Err(_) => false,
+    }
 }
 
 #[cfg(test)]
