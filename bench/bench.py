@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""coursed benchmark: W1-W5 against coursed, and (when the reference bench is present) against
+the limit (a hand-tuned warp + rusqlite program serving only W1) and the peer (the same API on
+django-rest-framework-json-api + gunicorn), all in one run, so that ratios are taken between
+figures measured side by side on the same, noisy machine.
+
+Run it through bench/run.sh, which builds coursed and installs wrk first. Everything generated
+goes under $BENCH_WORK (default /tmp/coursed-bench); results under $BENCH_WORK/results/<stamp>/.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+TOKEN = "bench-token"
+WORKLOADS = {
+    "W1": ("w1_get_subject.lua", "GET /v1/subjects/{id}"),
+    "W2": ("w2_list_subjects.lua", "GET /v1/subjects?page[size]=20&page[number]=1..500"),
+    "W3": ("w3_module_subjects.lua", "GET /v1/modules/{id}/subjects?page[size]=100"),
+    "W4": ("w4_create_subject.lua", "POST /v1/subjects"),
+    "W5": ("w5_patch_subject.lua", "PATCH /v1/subjects/{id} (title)"),
+}
+CLK = os.sysconf("SC_CLK_TCK")
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def run(cmd, **kw):
+    log("$", " ".join(cmd))
+    subprocess.run(cmd, check=True, **kw)
+
+
+# ---------- process measurements ----------
+
+def tree(pid):
+    """The pid and its direct children (gunicorn workers)."""
+    kids = []
+    try:
+        for t in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{t}/children") as f:
+                kids += [int(k) for k in f.read().split()]
+    except OSError:
+        pass
+    return [pid] + kids
+
+
+def cpu_ticks(pid):
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return total
+
+
+def memory_kib(pid):
+    """(VmHWM summed, RssAnon summed) over the process tree, in KiB."""
+    hwm = anon = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        hwm += int(line.split()[1])
+                    elif line.startswith("RssAnon:"):
+                        anon += int(line.split()[1])
+        except OSError:
+            pass
+    return hwm, anon
+
+
+def machine_jiffies():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
+    return busy, busy + v[3] + v[4]
+
+
+def wait_quiet(limit_s, pct=10):
+    """Waits (at most limit_s) for 3 consecutive seconds under pct % busy."""
+    quiet, t0 = 0, time.time()
+    while time.time() - t0 < limit_s:
+        b0, t_0 = machine_jiffies()
+        time.sleep(1)
+        b1, t_1 = machine_jiffies()
+        quiet = quiet + 1 if 100 * (b1 - b0) / max(1, t_1 - t_0) < pct else 0
+        if quiet >= 3:
+            return
+
+
+# ---------- servers ----------
+
+class Server:
+    def __init__(self, name, argv, port=None, env=None, ready_line=None, workloads=WORKLOADS):
+        self.name, self.argv, self.port, self.env = name, argv, port, env
+        self.ready_line, self.workloads = ready_line, list(workloads)
+        self.proc = None
+        self.ready_ms = None
+
+    def start(self, logfile):
+        self.log = open(logfile, "w")
+        t0 = time.perf_counter()
+        if self.ready_line:
+            self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                         env={**os.environ, **(self.env or {})})
+            for line in self.proc.stdout:
+                if self.ready_line in line:
+                    self.ready_ms = (time.perf_counter() - t0) * 1000
+                    self.port = int(line.strip().rsplit(":", 1)[1].split("/")[0])
+                    break
+            else:
+                raise SystemExit(f"{self.name} exited before it was ready (see {logfile})")
+        else:
+            self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=self.log,
+                                         env={**os.environ, **(self.env or {})})
+            wait_http(self, logfile)
+        return self
+
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def wait_http(server, logfile):
+    import urllib.request
+    for _ in range(300):
+        if server.proc.poll() is not None:
+            raise SystemExit(f"{server.name} exited during start-up (see {logfile})")
+        try:
+            req = urllib.request.Request(server.url() + "/v1/subjects?page%5Bsize%5D=1",
+                                         headers={"Authorization": "Bearer " + TOKEN})
+            with urllib.request.urlopen(req, timeout=2) as r:
+                if r.status == 200:
+                    return
+        except Exception:
+            time.sleep(0.1)
+    raise SystemExit(f"{server.name} did not answer within 30 s (see {logfile})")
+
+
+# ---------- load ----------
+
+def wrk(server, w, args, data_dir, out_dir, tag):
+    script = os.path.join(HERE, "load", WORKLOADS[w][0])
+    env = {**os.environ, "BENCH_DATA": data_dir, "BENCH_TOKEN": TOKEN}
+    base = ["wrk", "-t1", f"-c{args.connections}", "--timeout", "30s", "-s", script, server.url()]
+    if args.idle_wait:
+        wait_quiet(args.idle_wait)
+    subprocess.run(base[:2] + [f"-d{args.warmup}"] + base[2:], env=env, check=True, capture_output=True)
+    c0, (m0, t0) = cpu_ticks(server.proc.pid), machine_jiffies()
+    out = subprocess.run(base[:2] + [f"-d{args.duration}"] + base[2:], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    c1, (m1, t1) = cpu_ticks(server.proc.pid), machine_jiffies()
+    with open(os.path.join(out_dir, f"{tag}_{w}.txt"), "w") as f:
+        f.write(out)
+    line = next((l for l in out.splitlines() if l.startswith("RESULT")), None)
+    if not line:
+        raise SystemExit(f"wrk printed no RESULT line for {w}:\n{out}")
+    r = dict(kv.split("=", 1) for kv in line.split()[1:])
+    reqs = int(r["requests"])
+    server_ticks = c1 - c0
+    return {
+        "rps": float(r["rps"]), "p50_ms": int(r["p50_us"]) / 1000, "p99_ms": int(r["p99_us"]) / 1000,
+        "non2xx": int(r["non2xx"]), "last_non2xx": int(r["last_non2xx"]),
+        "socket_errors": sum(int(r[k]) for k in ("connect_errors", "read_errors", "write_errors", "timeouts")),
+        "cpu_us_per_req": round(server_ticks * 1e6 / CLK / reqs) if reqs else None,
+        "machine_busy_pct": round(100 * (m1 - m0) / max(1, t1 - t0)),
+    }
+
+
+# ---------- data ----------
+
+def coursed_bin(args):
+    return os.path.join(args.target_dir, args.profile, "coursed")
+
+
+def generate(args, path, ids_dir, modules, per_module, chapters):
+    if os.path.exists(path) and os.path.exists(os.path.join(ids_dir, "subject_ids.txt")):
+        return
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    run([coursed_bin(args), "generate", "--database", path, "--modules", str(modules),
+         "--subjects-per-module", str(per_module), "--chapters-per-subject", str(chapters), "--ids-dir", ids_dir])
+
+
+def fresh_copy(pristine, path):
+    for suffix in ("", "-wal", "-shm"):
+        if os.path.exists(path + suffix):
+            os.remove(path + suffix)
+    shutil.copyfile(pristine, path)
+
+
+def coursed_server(args, db, name="coursed"):
+    argv = [coursed_bin(args), "serve", "--port", "0", "--database", db, "--token", TOKEN, "--log-level", "warn"]
+    return Server(name, argv, ready_line="listening on http://")
+
+
+# ---------- the run ----------
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true", help="tiny dataset, 1 s per workload, coursed only")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-peers", action="store_true", help="measure coursed only")
+    ap.add_argument("--no-scale", action="store_true", help="skip the 1,000,000-subject database")
+    ap.add_argument("--duration", default="10s")
+    ap.add_argument("--warmup", default="3s")
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--idle-wait", type=int, default=60, help="wait up to N s for a quiet machine before each workload")
+    ap.add_argument("--profile", default="release")
+    ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")))
+    ap.add_argument("--shared", default=os.environ.get("BENCH_SHARED", os.path.join(REPO, "..", "shared", "bench")))
+    args = ap.parse_args()
+    if args.smoke:
+        args.duration, args.warmup, args.rounds, args.idle_wait = "1s", "1s", 1, 0
+        args.no_peers = args.no_scale = True
+    work = os.environ.get("BENCH_WORK", "/tmp/coursed-bench")
+    out = os.path.join(work, "results", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + ("-smoke" if args.smoke else ""))
+    os.makedirs(out, exist_ok=True)
+    peers = not args.no_peers and os.path.isdir(args.shared)
+    if not args.no_peers and not peers:
+        log(f"no reference bench at {args.shared}: measuring coursed only")
+
+    # The dataset: the reference one when the peers run (same rows for everybody), else generated.
+    if peers:
+        run(["bash", os.path.join(args.shared, "setup.sh")])
+        data_dir = os.environ.get("BENCH_DATA", "/tmp/bench-data")
+        pristine = os.path.join(work, "reference.db")
+        if not os.path.exists(pristine):
+            run([coursed_bin(args), "load", "--database", pristine, os.path.join(data_dir, "dataset.json")])
+    else:
+        shape = (5, 10, 2) if args.smoke else (100, 100, 5)
+        data_dir = os.path.join(work, "data-%d-%d-%d" % shape)
+        pristine = os.path.join(data_dir, "coursed.db")
+        os.makedirs(data_dir, exist_ok=True)
+        generate(args, pristine, data_dir, *shape)
+
+    servers = [lambda: coursed_server(args, os.path.join(work, "run.db"))]
+    if peers:
+        limit_bin = os.path.join(os.environ.get("CARGO_TARGET_DIR_LIMIT", "/tmp/limit-target"), "release", "bench-limit")
+        servers.append(lambda: Server("limit", [limit_bin, "--port", "8102", "--db", os.path.join(data_dir, "course.sqlite3")],
+                                      port=8102, workloads=["W1"]))
+        servers.append(lambda: Server("peer", ["bash", os.path.join(args.shared, "peers", "drf", "run.sh"), "8101"], port=8101))
+
+    results = {"meta": meta(args), "rounds": [], "memory": [], "scale": None}
+    for rnd in range(1, args.rounds + 1):
+        for make in servers:
+            s = make()
+            if s.name == "coursed":
+                fresh_copy(pristine, os.path.join(work, "run.db"))
+            log(f"== round {rnd}: {s.name}")
+            s.start(os.path.join(out, f"{s.name}.r{rnd}.log"))
+            try:
+                for w in s.workloads:
+                    r = wrk(s, w, args, data_dir, out, f"{s.name}.r{rnd}")
+                    r.update(round=rnd, server=s.name, workload=w)
+                    results["rounds"].append(r)
+                    log(f"   {w} {r['rps']:10.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "
+                        f"non-2xx {r['non2xx']}  cpu/req {r['cpu_us_per_req']} us  busy {r['machine_busy_pct']}%")
+                hwm, anon = memory_kib(s.proc.pid)
+                results["memory"].append({"round": rnd, "server": s.name, "vmhwm_kib": hwm, "rss_anon_kib": anon})
+            finally:
+                s.stop()
+
+    if not args.no_scale:
+        results["scale"] = scale(args, work, out)
+
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    report = subprocess.run([sys.executable, os.path.join(HERE, "report.py"), os.path.join(out, "results.json")],
+                            capture_output=True, text=True)
+    with open(os.path.join(out, "results.md"), "w") as f:
+        f.write(report.stdout)
+    print(report.stdout)
+    log(f"results in {out}")
+    bad = [r for r in results["rounds"] if r["non2xx"] or r["socket_errors"]]
+    if bad:
+        raise SystemExit(f"{len(bad)} runs had non-2xx responses or socket errors")
+    if args.smoke:
+        return
+    sys.exit(report.returncode)
+
+
+def scale(args, work, out):
+    """W1 and W2 on a generated 10,000- and a 1,000,000-subject database, and start-up time."""
+    small_dir, big_dir = os.path.join(work, "scale-10k"), os.path.join(work, "scale-1m")
+    for d in (small_dir, big_dir):
+        os.makedirs(d, exist_ok=True)
+    generate(args, os.path.join(small_dir, "coursed.db"), small_dir, 100, 100, 2)
+    generate(args, os.path.join(big_dir, "coursed.db"), big_dir, 10000, 100, 2)
+    res = {"runs": []}
+    for rnd in range(1, args.rounds + 1):
+        for label, d in (("10k", small_dir), ("1m", big_dir)):
+            s = coursed_server(args, os.path.join(d, "coursed.db"), name=f"coursed-{label}")
+            log(f"== scale round {rnd}: {label}")
+            s.start(os.path.join(out, f"scale-{label}.r{rnd}.log"))
+            try:
+                for w in ("W1", "W2"):
+                    r = wrk(s, w, args, d, out, f"scale-{label}.r{rnd}")
+                    r.update(round=rnd, size=label, workload=w)
+                    res["runs"].append(r)
+                    log(f"   {w} {r['rps']:10.1f} req/s  p50 {r['p50_ms']:7.2f} ms  non-2xx {r['non2xx']}")
+            finally:
+                s.stop()
+    ready = []
+    for _ in range(5):
+        s = coursed_server(args, os.path.join(big_dir, "coursed.db"), name="coursed-ready")
+        s.start(os.path.join(out, "scale-ready.log"))
+        ready.append(s.ready_ms)
+        s.stop()
+    res["ready_ms"] = ready
+    log(f"   ready on the 1,000,000-subject file in {statistics.median(ready):.0f} ms (median of 5)")
+    return res
+
+
+def meta(args):
+    def cmd(c):
+        try:
+            return subprocess.run(c, capture_output=True, text=True, shell=True).stdout.strip().splitlines()[0]
+        except Exception:
+            return "?"
+    return {
+        "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        "host": cmd("uname -srm"), "cpus": os.cpu_count(),
+        "cpu": cmd("awk -F': ' '/model name/{print $2; exit}' /proc/cpuinfo"),
+        "wrk": cmd("wrk -v 2>&1"), "rustc": cmd("rustc --version"),
+        "coursed": cmd(f"{coursed_bin(args)} --version"),
+        "settings": f"wrk -t1 -c{args.connections}, warm-up {args.warmup}, measured {args.duration}, rounds {args.rounds}",
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Turns bench.py's results.json into a Markdown report with the ratios and targets.
+
+Exit status 1 when a target with its reference measured in this run is missed."""
+import json
+import statistics
+import sys
+
+TARGETS = [
+    # (workload, reference server, minimum ratio coursed / reference)
+    ("W1", "limit", 0.8),
+    ("W2", "peer", 40),
+    ("W3", "peer", 40),
+    ("W4", "peer", 10),
+    ("W5", "peer", 10),
+]
+RSS_ANON_MAX_MIB = 32
+SCALE_W1_MIN, SCALE_W2_P50_MAX, READY_MAX_MS = 0.8, 2.0, 200
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def main(path):
+    res = json.load(open(path))
+    rows = res["rounds"]
+    rounds = sorted({r["round"] for r in rows})
+    servers = []
+    for r in rows:
+        if r["server"] not in servers:
+            servers.append(r["server"])
+    pick = lambda s, w, k: [r[k] for r in rows if r["server"] == s and r["workload"] == w]
+    m = res["meta"]
+    print(f"Run of {m['date_utc']} UTC on {m['host']}, {m['cpus']} CPUs ({m['cpu']}); {m['wrk']}; {m['rustc']}; "
+          f"{m['coursed']}; {m['settings']}.\n")
+    print("| workload | server | req/s (median; per round) | p50 ms | p99 ms | non-2xx | server CPU µs/req | machine busy % |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for w in ("W1", "W2", "W3", "W4", "W5"):
+        for s in servers:
+            rps = pick(s, w, "rps")
+            if not rps:
+                continue
+            per = " / ".join(f"{x:.0f}" for x in rps)
+            print(f"| {w} | {s} | **{med(rps):.0f}** ({per}) | {med(pick(s, w, 'p50_ms')):.2f} | {med(pick(s, w, 'p99_ms')):.2f} "
+                  f"| {sum(pick(s, w, 'non2xx'))} | {med([x for x in pick(s, w, 'cpu_us_per_req') if x is not None]) or '-'} "
+                  f"| {med(pick(s, w, 'machine_busy_pct'))} |")
+    print()
+    failed = []
+    verdicts = []
+    for w, ref, need in TARGETS:
+        ours, theirs = pick("coursed", w, "rps"), pick(ref, w, "rps")
+        if not ours or not theirs:
+            continue
+        ratio = med(ours) / med(theirs)
+        per_round = []
+        for rnd in rounds:
+            o = [r["rps"] for r in rows if r["server"] == "coursed" and r["workload"] == w and r["round"] == rnd]
+            t = [r["rps"] for r in rows if r["server"] == ref and r["workload"] == w and r["round"] == rnd]
+            if o and t:
+                per_round.append(f"{o[0] / t[0]:.2f}")
+        ok = ratio >= need
+        failed += [] if ok else [w]
+        verdicts.append(f"| {w} | coursed / {ref} | {ratio:.2f} ({', '.join(per_round)}) | ≥ {need} | {'met' if ok else 'MISSED'} |")
+    mem = [x for x in res["memory"] if x["server"] == "coursed"]
+    if mem:
+        anon = max(x["rss_anon_kib"] for x in mem) / 1024
+        ok = anon <= RSS_ANON_MAX_MIB
+        failed += [] if ok else ["memory"]
+        verdicts.append(f"| memory | coursed RssAnon at the end, MiB (worst round) | {anon:.1f} | ≤ {RSS_ANON_MAX_MIB} | {'met' if ok else 'MISSED'} |")
+    sc = res.get("scale")
+    if sc:
+        runs = sc["runs"]
+        get = lambda size, w, k: med([r[k] for r in runs if r["size"] == size and r["workload"] == w])
+        w1 = get("1m", "W1", "rps") / get("10k", "W1", "rps")
+        w2 = get("1m", "W2", "p50_ms") / get("10k", "W2", "p50_ms")
+        ready = med(sc["ready_ms"])
+        for name, value, need, ok in (
+            ("scale W1", f"{w1:.2f} (1M: {get('1m', 'W1', 'rps'):.0f}, 10k: {get('10k', 'W1', 'rps'):.0f} req/s)", f"≥ {SCALE_W1_MIN}", w1 >= SCALE_W1_MIN),
+            ("scale W2", f"{w2:.2f} (p50 1M: {get('1m', 'W2', 'p50_ms'):.2f}, 10k: {get('10k', 'W2', 'p50_ms'):.2f} ms)", f"≤ {SCALE_W2_P50_MAX}", w2 <= SCALE_W2_P50_MAX),
+            ("ready", f"{ready:.0f} ms (median of {len(sc['ready_ms'])})", f"≤ {READY_MAX_MS} ms", ready <= READY_MAX_MS),
+        ):
+            failed += [] if ok else [name]
+            verdicts.append(f"| {name} | | {value} | {need} | {'met' if ok else 'MISSED'} |")
+    if verdicts:
+        print("| target | ratio of | measured (per round) | needed | |")
+        print("|---|---|---:|---:|---|")
+        print("\n".join(verdicts))
+        print()
+    print("| server | peak RSS (VmHWM), MiB, per round | RssAnon at end, MiB, per round |")
+    print("|---|---:|---:|")
+    for s in servers:
+        xs = [x for x in res["memory"] if x["server"] == s]
+        hwm = " / ".join(str(x["vmhwm_kib"] // 1024) for x in xs)
+        anon = " / ".join("%.1f" % (x["rss_anon_kib"] / 1024) for x in xs)
+        print(f"| {s} | {hwm} | {anon} |")
+    if failed:
+        print(f"\nMissed: {', '.join(failed)}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
