@@ -109,7 +109,7 @@ class Server:
         self.proc = None
         self.ready_ms = None
 
-    def start(self, logfile):
+    def start(self, logfile, probe=None):
         self.log = open(logfile, "w")
         t0 = time.perf_counter()
         if self.ready_line:
@@ -125,7 +125,7 @@ class Server:
         else:
             self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=self.log,
                                          env={**os.environ, **(self.env or {})})
-            wait_http(self, logfile)
+            wait_http(self, logfile, probe)
         return self
 
     def url(self):
@@ -142,13 +142,14 @@ class Server:
         self.log.close()
 
 
-def wait_http(server, logfile):
+def wait_http(server, logfile, probe):
+    """Waits until `probe` (a path every server serves) answers 200."""
     import urllib.request
     for _ in range(300):
         if server.proc.poll() is not None:
             raise SystemExit(f"{server.name} exited during start-up (see {logfile})")
         try:
-            req = urllib.request.Request(server.url() + "/v1/subjects?page%5Bsize%5D=1",
+            req = urllib.request.Request(server.url() + probe,
                                          headers={"Authorization": "Bearer " + TOKEN})
             with urllib.request.urlopen(req, timeout=2) as r:
                 if r.status == 200:
@@ -270,7 +271,9 @@ def main():
             if s.name == "coursed":
                 fresh_copy(pristine, os.path.join(work, "run.db"))
             log(f"== round {rnd}: {s.name}")
-            s.start(os.path.join(out, f"{s.name}.r{rnd}.log"))
+            with open(os.path.join(data_dir, "subject_ids.txt")) as f:
+                probe = "/v1/subjects/" + f.readline().strip()
+            s.start(os.path.join(out, f"{s.name}.r{rnd}.log"), probe)
             try:
                 for w in s.workloads:
                     r = wrk(s, w, args, data_dir, out, f"{s.name}.r{rnd}")

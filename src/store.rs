@@ -438,3 +438,25 @@ pub fn timestamp(at: std::time::SystemTime) -> String {
         since.subsec_millis()
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonapi::query::{Accepts, Query};
+    use crate::resources::SUBJECTS;
+
+    #[test]
+    fn a_sparse_fieldset_reads_only_the_columns_it_needs() {
+        let q = Query::parse(Some("fields[subjects]=title"), &SUBJECTS, Accepts::Single).unwrap();
+        assert_eq!(Selection::new(&SUBJECTS, q.fieldset(&SUBJECTS), &q.include).columns(), "id, title");
+        // A to-one relationship in the fieldset, or one to include, reads its key column.
+        let q = Query::parse(Some("fields[subjects]=title&include=module"), &SUBJECTS, Accepts::Single).unwrap();
+        assert_eq!(Selection::new(&SUBJECTS, q.fieldset(&SUBJECTS), &q.include).columns(), "id, title, module_id");
+        let q = Query::parse(Some("fields[subjects]=chapters"), &SUBJECTS, Accepts::Single).unwrap();
+        assert_eq!(Selection::new(&SUBJECTS, q.fieldset(&SUBJECTS), &q.include).columns(), "id");
+        assert_eq!(
+            Selection::whole(&SUBJECTS).columns(),
+            "id, title, introduction, content, external_id, available_for_courses, created_at, updated_at, module_id"
+        );
+    }
+}
