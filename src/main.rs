@@ -34,7 +34,8 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    let config = simplelog::ConfigBuilder::new().set_time_format_rfc3339().build();
+    // coursed's own records only: the HTTP stack's debug output is noise for every request.
+    let config = simplelog::ConfigBuilder::new().set_time_format_rfc3339().add_filter_allow_str("coursed").build();
     let _ = simplelog::WriteLogger::init(args.log_level, config, std::io::stderr());
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(r) => r,

@@ -9,7 +9,6 @@
 //!   transaction, commits once (one fsync for the group), and only then answers each request.
 //!   A failing write rolls back to its savepoint and leaves the others intact.
 
-use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -22,12 +21,12 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::error::{Error, Result};
 use crate::paging::{self, PageIndex};
 
+mod writer;
+
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
-const MIGRATIONS: &[&str] = &[include_str!("../schema.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("../../schema.sql")];
 /// Marks a file as a coursed database ("crsd").
 const APPLICATION_ID: i64 = 0x6372_7364;
-/// The most writes committed together.
-const MAX_GROUP: usize = 512;
 const READERS: u32 = 8;
 
 /// How hard a commit waits for the disk.
@@ -56,10 +55,10 @@ impl Options {
     }
 }
 
-type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
+pub(crate) type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
 /// A write: run against the writer's connection (or `None` when its group failed first), it
 /// says whether it succeeded and hands back how to answer once the commit outcome is known.
-type Job = Box<dyn FnOnce(Option<&Connection>) -> (bool, Deliver) + Send>;
+pub(crate) type Job = Box<dyn FnOnce(Option<&Connection>) -> (bool, Deliver) + Send>;
 
 /// A handle on the database; cheap to clone. The writer stops when the last handle is dropped.
 #[derive(Clone)]
@@ -125,7 +124,7 @@ impl Db {
         let (jobs, queue) = mpsc::channel::<Job>();
         let writer = std::thread::Builder::new()
             .name("coursed-writer".into())
-            .spawn(move || write_loop(writer, queue))
+            .spawn(move || writer::write_loop(writer, queue))
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
         Ok(Db {
             inner: std::sync::Arc::new(Inner {
@@ -334,40 +333,4 @@ fn migrate(c: &mut Connection) -> std::result::Result<(), String> {
         log::info!("database schema migrated from version {version} to {known}");
     }
     tx.commit().map_err(sql)
-}
-
-/// The writer thread: group commit, one savepoint per write.
-fn write_loop(mut conn: Connection, queue: mpsc::Receiver<Job>) {
-    while let Ok(first) = queue.recv() {
-        let mut group = VecDeque::from([first]);
-        while group.len() < MAX_GROUP {
-            match queue.try_recv() {
-                Ok(job) => group.push_back(job),
-                Err(_) => break,
-            }
-        }
-        let mut delivers = Vec::with_capacity(group.len());
-        let committed = run_group(&mut conn, &mut group, &mut delivers).map_err(Error::from);
-        // Writes left unrun because the group failed get the group's error.
-        delivers.extend(group.into_iter().map(|job| job(None).1));
-        for deliver in delivers {
-            deliver(committed.clone());
-        }
-    }
-    log::debug!("writer stopped");
-}
-
-/// Runs the queued writes in one transaction; an `Err` means nothing of the group was kept.
-fn run_group(conn: &mut Connection, group: &mut VecDeque<Job>, delivers: &mut Vec<Deliver>) -> rusqlite::Result<()> {
-    let mut tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    while !group.is_empty() {
-        let sp = tx.savepoint()?;
-        let Some(job) = group.pop_front() else { break };
-        let (ok, deliver) = job(Some(&sp));
-        delivers.push(deliver);
-        if ok {
-            sp.commit()?;
-        } // else dropping `sp` rolls this one write back
-    }
-    tx.commit()
 }
