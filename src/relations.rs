@@ -50,6 +50,14 @@ pub fn check_targets_exist(conn: &Connection, linkages: &[Linkage]) -> Result<()
     let mut problems = Vec::new();
     for l in linkages.iter().filter(|l| !l.ids.is_empty()) {
         let target = l.rel.target();
+        if let [id] = l.ids.as_slice() {
+            // One id (a to-one linkage, mostly): a plain primary-key lookup.
+            if !store::exists(conn, target, id)? {
+                let detail = format!("There is no {} with id `{id}`.", singular(target));
+                problems.push(Problem::new(warp::http::StatusCode::NOT_FOUND, "not_found", detail).at(l.pointer_of(0)));
+            }
+            continue;
+        }
         let sql = format!(
             "SELECT key, value FROM json_each(?1) WHERE NOT EXISTS (SELECT 1 FROM {} WHERE id = json_each.value)",
             target.table

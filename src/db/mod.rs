@@ -239,6 +239,9 @@ fn open_writer(
         Durability::Normal => "NORMAL",
     };
     writer.pragma_update(None, "synchronous", sync).map_err(fail)?;
+    // Each write runs in a savepoint, whose journal of original pages is a temporary file by
+    // default: a write system call for every page a write touches. Keep it in memory.
+    writer.pragma_update(None, "temp_store", "MEMORY").map_err(fail)?;
     // WAL lets readers go on while the writer commits; set once, outside any transaction.
     let mode = if opts.path == ":memory:" { "MEMORY" } else { "WAL" };
     let got: String = writer.pragma_update_and_check(None, "journal_mode", mode, |r| r.get(0)).map_err(fail)?;

@@ -89,15 +89,14 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let base = app.base(&req.headers)?;
             let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
             let changes = body::resource(rt, &bytes, Mode::Update(&id))?;
-            let body = app
+            let written = app
                 .db
                 .write(move |c| {
                     store::update(c, rt, &id, &changes)?;
-                    let url = format!("{}/{}/{id}", base.as_str(), rt.name);
-                    render_one(c, &base, &RequestUrl { path_url: &url, query: None }, rt, &q, &id)
+                    Written::read(c, base, rt, q, &id)
                 })
                 .await?;
-            Ok(document(StatusCode::OK, body))
+            Ok(document(StatusCode::OK, written.document().1))
         }
         _ => {
             Query::parse(req.query.as_deref(), rt, Accepts::Nothing)?;
@@ -163,16 +162,54 @@ async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Respon
     let base = app.base(&req.headers)?;
     let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
     let changes = body::resource(rt, &bytes, Mode::Create)?;
-    let (location, body) = app
+    let written = app
         .db
         .write(move |c| {
             let id = store::create(c, rt, &changes)?;
-            let url = format!("{}/{}/{id}", base.as_str(), rt.name);
-            let body = render_one(c, &base, &RequestUrl { path_url: &url, query: None }, rt, &q, &id)?;
-            Ok((url, body))
+            Written::read(c, base, rt, q, &id)
         })
         .await?;
+    let (location, body) = written.document();
     Ok(created(&location, body))
+}
+
+/// A resource as a write left it: read inside the write's transaction, so it is exactly what
+/// was committed. Its document is written after the commit, off the writer thread, unless
+/// `include` needs more queries.
+enum Written {
+    Read { base: Base, sel: &'static Selection, rec: Record },
+    Rendered { url: String, body: Vec<u8> },
+}
+
+impl Written {
+    fn read(c: &Connection, base: Base, rt: &'static ResourceType, q: Query, id: &str) -> Result<Written> {
+        if q.include.is_empty() && q.fieldset(rt).is_none() {
+            let sel = Selection::whole(rt);
+            let rec = store::get(c, sel, id)?.ok_or_else(|| store::not_found(rt, id))?;
+            return Ok(Written::Read { base, sel, rec });
+        }
+        let url = format!("{}/{}/{id}", base.as_str(), rt.name);
+        let body = render_one(c, &base, &RequestUrl { path_url: &url, query: None }, rt, &q, id)?;
+        Ok(Written::Rendered { url, body })
+    }
+
+    /// The resource's URL and its document.
+    fn document(self) -> (String, Vec<u8>) {
+        match self {
+            Written::Rendered { url, body } => (url, body),
+            Written::Read { base, sel, rec } => {
+                let url = format!("{}/{}/{}", base.as_str(), sel.rt.name, rec.id);
+                let body = response::resource(
+                    &base,
+                    &RequestUrl { path_url: &url, query: None },
+                    sel,
+                    Some(&rec),
+                    &Included::new(),
+                );
+                (url, body)
+            }
+        }
+    }
 }
 
 /// The document of resource `id` with what `q` includes; 404 when it does not exist.
