@@ -6,7 +6,7 @@
 //!
 //! [`ForeignKey`]: crate::resources::ForeignKey
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use rusqlite::types::Value;
 use rusqlite::Connection;
@@ -236,13 +236,14 @@ fn include_level(
                 col = fk.column
             );
             let loaded = store::read_all(conn, &child_sel, &sql, &[Value::Text(ids_json(&parents))])?;
+            let mut by_parent: HashMap<&str, Vec<String>> = HashMap::new();
+            for child in &loaded {
+                if let Some(parent) = child_sel.parent_of(child, inverse) {
+                    by_parent.entry(parent).or_default().push(child.id.clone());
+                }
+            }
             for rec in records.iter_mut() {
-                let ids = loaded
-                    .iter()
-                    .filter(|c| child_sel.parent_of(*c, inverse) == Some(&rec.id))
-                    .map(|c| c.id.clone())
-                    .collect();
-                rec.children.push((rel, ids));
+                rec.children.push((rel, by_parent.remove(rec.id.as_str()).unwrap_or_default()));
             }
             loaded
         };

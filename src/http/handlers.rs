@@ -67,12 +67,10 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
         Method::GET => {
             let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
             let base = app.base(&req.headers)?;
-            let path_url = path_url(&base, &req.path);
-            let query = req.query;
+            let url = RequestUrl::new(&base, req.path.as_str(), req.query);
             let body = app
                 .db
                 .read(move |c| {
-                    let url = RequestUrl { path_url: &path_url, query: query.as_deref() };
                     let read = |c: &Connection| render_one(c, &base, &url, rt, &q, &id);
                     if q.include.is_empty() {
                         read(c)
@@ -116,8 +114,7 @@ pub(super) async fn list(
     check_accept(&req.headers)?;
     let q = Query::parse(req.query.as_deref(), rt, Accepts::Collection)?;
     let base = app.base(&req.headers)?;
-    let path_url = path_url(&base, &req.path);
-    let query = req.query;
+    let url = RequestUrl::new(&base, req.path.as_str(), req.query);
     let bounded = is_bounded(&q);
     let db = app.db.clone();
     let work = move |c: &Connection| {
@@ -129,7 +126,6 @@ pub(super) async fn list(
                 }
             }
             let sel = Selection::new(rt, q.fieldset(rt), &q.include);
-            let url = RequestUrl { path_url: &path_url, query: query.as_deref() };
             if q.include.is_empty() {
                 // Rendered straight from the rows as they are stepped.
                 return response::collection(&base, &url, &q, &Included::new(), |items| {
@@ -188,9 +184,9 @@ impl Written {
             let rec = store::get(c, sel, id)?.ok_or_else(|| store::not_found(rt, id))?;
             return Ok(Written::Read { base, sel, rec });
         }
-        let url = format!("{}/{}/{id}", base.as_str(), rt.name);
-        let body = render_one(c, &base, &RequestUrl { path_url: &url, query: None }, rt, &q, id)?;
-        Ok(Written::Rendered { url, body })
+        let url = RequestUrl::resource(&base, rt.name, id);
+        let body = render_one(c, &base, &url, rt, &q, id)?;
+        Ok(Written::Rendered { url: url.path_url, body })
     }
 
     /// The resource's URL and its document.
@@ -198,15 +194,9 @@ impl Written {
         match self {
             Written::Rendered { url, body } => (url, body),
             Written::Read { base, sel, rec } => {
-                let url = format!("{}/{}/{}", base.as_str(), sel.rt.name, rec.id);
-                let body = response::resource(
-                    &base,
-                    &RequestUrl { path_url: &url, query: None },
-                    sel,
-                    Some(&rec),
-                    &Included::new(),
-                );
-                (url, body)
+                let url = RequestUrl::resource(&base, sel.rt.name, &rec.id);
+                let body = response::resource(&base, &url, sel, Some(&rec), &Included::new());
+                (url.path_url, body)
             }
         }
     }
@@ -216,7 +206,7 @@ impl Written {
 pub(super) fn render_one(
     c: &Connection,
     base: &Base,
-    url: &RequestUrl<'_>,
+    url: &RequestUrl,
     rt: &'static ResourceType,
     q: &Query,
     id: &str,
@@ -238,9 +228,4 @@ pub(super) fn render_one(
 /// The normalized id of a path segment; a segment that is not a UUID names nothing (404).
 pub(super) fn parse_id(rt: &ResourceType, raw: &str) -> Result<String> {
     normalize_id(raw).ok_or_else(|| store::not_found(rt, raw))
-}
-
-/// The absolute URL of the request path, without the query.
-pub(super) fn path_url(base: &Base, path: &FullPath) -> String {
-    format!("{}{}", base.origin(), path.as_str())
 }

@@ -6,7 +6,7 @@
 use warp::http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::handlers::{list, parse_id, path_url, render_one};
+use super::handlers::{list, parse_id, render_one};
 use super::reply::{check_accept, check_content_type, document, no_content, read_body};
 use super::Req;
 use crate::app::App;
@@ -33,19 +33,15 @@ pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &s
     check_accept(&req.headers)?;
     let q = Query::parse(req.query.as_deref(), target, Accepts::Single)?;
     let base = app.base(&req.headers)?;
-    let path_url = path_url(&base, &req.path);
-    let query = req.query;
+    let url = RequestUrl::new(&base, req.path.as_str(), req.query);
     let body = app
         .db
         .read(move |c| {
-            db::snapshot(c, |c| {
-                let url = RequestUrl { path_url: &path_url, query: query.as_deref() };
-                match relations::parent_id(c, rel, &id)? {
-                    Some(parent) => render_one(c, &base, &url, target, &q, &parent),
-                    None => {
-                        let sel = Selection::new(target, q.fieldset(target), &q.include);
-                        Ok(response::resource(&base, &url, &sel, None::<&Record>, &Included::new()))
-                    }
+            db::snapshot(c, |c| match relations::parent_id(c, rel, &id)? {
+                Some(parent) => render_one(c, &base, &url, target, &q, &parent),
+                None => {
+                    let sel = Selection::new(target, q.fieldset(target), &q.include);
+                    Ok(response::resource(&base, &url, &sel, None::<&Record>, &Included::new()))
                 }
             })
         })

@@ -9,17 +9,28 @@ use crate::store::{Fields, Record, Selection};
 /// Resources included with the primary data, grouped by the selection they were read with.
 pub type Included = Vec<(Selection, Vec<Record>)>;
 
-/// The URLs of the request: `self` (as received) and the path without the query (for paging).
-pub struct RequestUrl<'a> {
-    pub path_url: &'a str,
-    pub query: Option<&'a str>,
+/// The URL of a document's `links.self`: the request's absolute path (paging links are built
+/// on it) and its query as received.
+pub struct RequestUrl {
+    pub path_url: String,
+    pub query: Option<String>,
 }
 
-impl RequestUrl<'_> {
+impl RequestUrl {
+    /// The URL of the request to `path` (which starts with `/v1`).
+    pub fn new(base: &Base, path: &str, query: Option<String>) -> RequestUrl {
+        RequestUrl { path_url: format!("{}{path}", base.origin()), query }
+    }
+
+    /// The URL of resource `id` of type `type_name`.
+    pub fn resource(base: &Base, type_name: &str, id: &str) -> RequestUrl {
+        RequestUrl { path_url: format!("{}/{type_name}/{id}", base.as_str()), query: None }
+    }
+
     fn write_self(&self, doc: &mut Doc) {
-        match self.query.filter(|q| !q.is_empty()) {
+        match self.query.as_deref().filter(|q| !q.is_empty()) {
             Some(q) => doc.string(&format!("{}?{q}", self.path_url)),
-            None => doc.string(self.path_url),
+            None => doc.string(&self.path_url),
         }
     }
 }
@@ -27,7 +38,7 @@ impl RequestUrl<'_> {
 /// A single resource (or `null`), with `included` and `links.self`.
 pub fn resource(
     base: &Base,
-    url: &RequestUrl<'_>,
+    url: &RequestUrl,
     sel: &Selection,
     rec: Option<&impl Fields>,
     included: &Included,
@@ -53,7 +64,7 @@ pub fn resource(
 /// resources (comma-separated, see [`Items`]) and returns the total count of the collection.
 pub fn collection(
     base: &Base,
-    url: &RequestUrl<'_>,
+    url: &RequestUrl,
     q: &Query,
     included: &Included,
     fill: impl FnOnce(&mut Items<'_>) -> Result<u64>,
