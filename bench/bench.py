@@ -123,6 +123,8 @@ class Server:
             else:
                 raise SystemExit(f"{self.name} exited before it was ready (see {logfile})")
         else:
+            if port_in_use(self.port):
+                raise SystemExit(f"port {self.port} is already in use: stop what listens there first")
             self.proc = subprocess.Popen(self.argv, stdout=self.log, stderr=self.log,
                                          env={**os.environ, **(self.env or {})})
             wait_http(self, logfile, probe)
@@ -132,7 +134,9 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
+        if not self.proc:
+            return
+        if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(15)
@@ -140,6 +144,12 @@ class Server:
                 self.proc.kill()
                 self.proc.wait()
         self.log.close()
+
+
+def port_in_use(port):
+    import socket
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def wait_http(server, logfile, probe):
@@ -273,8 +283,8 @@ def main():
             log(f"== round {rnd}: {s.name}")
             with open(os.path.join(data_dir, "subject_ids.txt")) as f:
                 probe = "/v1/subjects/" + f.readline().strip()
-            s.start(os.path.join(out, f"{s.name}.r{rnd}.log"), probe)
             try:
+                s.start(os.path.join(out, f"{s.name}.r{rnd}.log"), probe)
                 for w in s.workloads:
                     r = wrk(s, w, args, data_dir, out, f"{s.name}.r{rnd}")
                     r.update(round=rnd, server=s.name, workload=w)
@@ -317,8 +327,8 @@ def scale(args, work, out):
         for label, d in (("10k", small_dir), ("1m", big_dir)):
             s = coursed_server(args, os.path.join(d, "coursed.db"), name=f"coursed-{label}")
             log(f"== scale round {rnd}: {label}")
-            s.start(os.path.join(out, f"scale-{label}.r{rnd}.log"))
             try:
+                s.start(os.path.join(out, f"scale-{label}.r{rnd}.log"))
                 for w in ("W1", "W2"):
                     r = wrk(s, w, args, d, out, f"scale-{label}.r{rnd}")
                     r.update(round=rnd, size=label, workload=w)
