@@ -277,8 +277,9 @@ fn configure(c: &Connection, busy: Duration, statements: Option<&'static AtomicU
     c.pragma_update(None, "foreign_keys", true)?;
     // Wait for another process's lock rather than failing at once.
     c.busy_timeout(busy)?;
-    // Read pages straight from the file mapping instead of copying them into the heap.
-    c.pragma_update(None, "mmap_size", 256i64 << 20)?;
+    // Read pages straight from a mapping of the whole file instead of copying them into the
+    // heap (the build raises SQLite's cap on the mapping: see .cargo/config.toml).
+    c.pragma_update(None, "mmap_size", 1i64 << 40)?;
     // A small page cache keeps private memory low; mmap serves the reads.
     c.pragma_update(None, "cache_size", -2048)?;
     c.set_prepared_statement_cache_capacity(64);
