@@ -338,3 +338,27 @@ fn migrate(c: &mut Connection) -> std::result::Result<(), String> {
     }
     tx.commit().map_err(sql)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_a_500_whose_cause_is_not_sent() {
+        let e = guarded::<()>(|| panic!("secret cause")).unwrap_err();
+        assert_eq!(e.status, warp::http::StatusCode::INTERNAL_SERVER_ERROR);
+        let doc = String::from_utf8(e.to_document()).unwrap();
+        assert!(!doc.contains("secret"), "{doc}");
+        assert!(doc.contains("server log"), "{doc}");
+    }
+
+    #[test]
+    fn busy_and_full_databases_are_503_and_other_faults_500() {
+        let busy = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_BUSY), None);
+        assert_eq!(Error::from(busy).status, warp::http::StatusCode::SERVICE_UNAVAILABLE);
+        let full = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL), None);
+        assert_eq!(Error::from(full).status, warp::http::StatusCode::SERVICE_UNAVAILABLE);
+        let other = rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT), None);
+        assert_eq!(Error::from(other).status, warp::http::StatusCode::INTERNAL_SERVER_ERROR);
+    }
+}
