@@ -49,17 +49,18 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<NewToken>), String> {
         mock::seed(&db).await?;
     }
 
-    let mut list: Vec<String> = args.tokens.iter().map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()).collect();
+    let mut list = args.tokens.clone();
     if let Some(file) = &args.tokens_file {
         list.extend(tokens::read_file(file)?);
     }
+    let mut accepted = Tokens::new(list);
     let mut new_token = None;
-    if list.is_empty() {
+    if accepted.is_empty() {
         let stored = (!memory).then(|| tokens::bootstrap_path(&args.database));
         match &stored {
             Some(p) if p.exists() => {
-                list = tokens::read_file(p)?;
-                if list.is_empty() {
+                accepted = Tokens::new(tokens::read_file(p)?);
+                if accepted.is_empty() {
                     return Err(format!("tokens file {} holds no token; add one or remove the file", p.display()));
                 }
             }
@@ -68,14 +69,14 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<NewToken>), String> {
                 if let Some(p) = &stored {
                     tokens::store_new(p, &token)?;
                 }
-                list.push(token.clone());
+                accepted = Tokens::new([token.clone()]);
                 new_token = Some(NewToken { token, path: stored });
             }
         }
     }
 
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
-    let app = App { db, tokens: Tokens::new(list), public_url, body_limit: args.body_limit };
+    let app = App { db, tokens: accepted, public_url, body_limit: args.body_limit };
     Ok((app, new_token))
 }
 

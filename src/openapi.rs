@@ -140,8 +140,7 @@ fn single_params(rt: &ResourceType) -> Vec<Value> {
 
 /// Paging, sorting and filtering, plus `include` and `fields`.
 fn collection_params(rt: &ResourceType) -> Vec<Value> {
-    let sortable: Vec<&str> =
-        std::iter::once("id").chain(rt.attributes.iter().filter(|a| a.sortable).map(|a| a.name)).collect();
+    let sortable: Vec<&str> = rt.sort_fields().collect();
     let mut params = vec![
         query(
             "page[number]",

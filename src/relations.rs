@@ -11,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 use rusqlite::types::Value;
 use rusqlite::Connection;
 
-use crate::error::{Error, Problem, Result};
+use crate::error::{Error, Result};
 use crate::jsonapi::body::{singular, Linkage};
 use crate::jsonapi::query::{Include, Query};
 use crate::resources::Relationship;
@@ -53,8 +53,7 @@ pub fn check_targets_exist(conn: &Connection, linkages: &[Linkage]) -> Result<()
         if let [id] = l.ids.as_slice() {
             // One id (a to-one linkage, mostly): a plain primary-key lookup.
             if !store::exists(conn, target, id)? {
-                let detail = format!("There is no {} with id `{id}`.", singular(target));
-                problems.push(Problem::new(warp::http::StatusCode::NOT_FOUND, "not_found", detail).at(l.pointer_of(0)));
+                problems.push(store::missing(target, id).at(l.pointer_of(0)));
             }
             continue;
         }
@@ -66,10 +65,7 @@ pub fn check_targets_exist(conn: &Connection, linkages: &[Linkage]) -> Result<()
         let missing = st.query_map([ids_json(&l.ids)], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
         for m in missing {
             let (index, id) = m?;
-            let detail = format!("There is no {} with id `{id}`.", singular(target));
-            problems.push(
-                Problem::new(warp::http::StatusCode::NOT_FOUND, "not_found", detail).at(l.pointer_of(index as usize)),
-            );
+            problems.push(store::missing(target, &id).at(l.pointer_of(index as usize)));
         }
     }
     if problems.is_empty() {
@@ -115,22 +111,7 @@ pub fn set_parent(conn: &Connection, l: &Linkage, child: &str) -> Result<()> {
 /// Whole-set replace of a to-many relationship: the named children move to `parent`, the
 /// others are unlinked (or, when they must keep a parent, the write is refused with 403).
 pub fn replace_children(conn: &Connection, l: &Linkage, parent: &str, now: &str) -> Result<()> {
-    let fk = l.rel.fk;
-    let set = ids_json(&l.ids);
-    let others = format!("{} = ?1 AND id NOT IN (SELECT value FROM json_each(?2))", fk.column);
-    if fk.nullable {
-        let sql = format!("UPDATE {} SET {} = NULL, updated_at = ?3 WHERE {others}", fk.child.table, fk.column);
-        conn.prepare_cached(&sql)?.execute(rusqlite::params![parent, set, now])?;
-    } else {
-        let sql = format!("SELECT id FROM {} WHERE {others} ORDER BY id LIMIT 5", fk.child.table);
-        let orphans: Vec<String> = conn
-            .prepare_cached(&sql)?
-            .query_map(rusqlite::params![parent, set], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        if !orphans.is_empty() {
-            return Err(orphan_error(l, &orphans));
-        }
-    }
+    unlink(conn, l, parent, now, "NOT IN")?;
     add_children(conn, l, parent, now)
 }
 
@@ -148,22 +129,30 @@ pub fn add_children(conn: &Connection, l: &Linkage, parent: &str, now: &str) -> 
 
 /// Unlinks the named children from `parent` (those not linked to it are left as they are).
 pub fn remove_children(conn: &Connection, l: &Linkage, parent: &str, now: &str) -> Result<()> {
+    unlink(conn, l, parent, now, "IN")
+}
+
+/// Unlinks from `parent` the children whose id is (`IN`) or is not (`NOT IN`) named in `l`; when
+/// the key is not nullable, refuses with 403 if that would leave any child without a parent.
+fn unlink(conn: &Connection, l: &Linkage, parent: &str, now: &str, named: &str) -> Result<()> {
     let fk = l.rel.fk;
-    let named = format!("{} = ?1 AND id IN (SELECT value FROM json_each(?2))", fk.column);
-    if !fk.nullable {
-        let sql = format!("SELECT id FROM {} WHERE {named} ORDER BY id LIMIT 5", fk.child.table);
-        let orphans: Vec<String> = conn
-            .prepare_cached(&sql)?
-            .query_map(rusqlite::params![parent, ids_json(&l.ids)], |r| r.get(0))?
-            .collect::<rusqlite::Result<_>>()?;
-        if orphans.is_empty() {
-            return Ok(());
-        }
-        return Err(orphan_error(l, &orphans));
+    let which = format!("{} = ?1 AND id {named} (SELECT value FROM json_each(?2))", fk.column);
+    let ids = ids_json(&l.ids);
+    if fk.nullable {
+        let sql = format!("UPDATE {} SET {} = NULL, updated_at = ?3 WHERE {which}", fk.child.table, fk.column);
+        conn.prepare_cached(&sql)?.execute(rusqlite::params![parent, ids, now])?;
+        return Ok(());
     }
-    let sql = format!("UPDATE {} SET {} = NULL, updated_at = ?3 WHERE {named}", fk.child.table, fk.column);
-    conn.prepare_cached(&sql)?.execute(rusqlite::params![parent, ids_json(&l.ids), now])?;
-    Ok(())
+    let sql = format!("SELECT id FROM {} WHERE {which} ORDER BY id LIMIT 5", fk.child.table);
+    let orphans: Vec<String> = conn
+        .prepare_cached(&sql)?
+        .query_map(rusqlite::params![parent, ids], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if orphans.is_empty() {
+        Ok(())
+    } else {
+        Err(orphan_error(l, &orphans))
+    }
 }
 
 /// Unlinks every child of `parent` through the nullable to-many `rel` (before deleting it).

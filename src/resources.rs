@@ -185,9 +185,10 @@ impl ResourceType {
         let rels: &'static [Relationship] = self.relationships;
         rels.iter().filter(|r| r.is_to_one())
     }
-    /// Fields `sort` accepts: `id` and the sortable attributes.
-    pub fn sortable(&self, field: &str) -> bool {
-        field == "id" || self.attribute(field).is_some_and(|a| a.sortable)
+    /// The fields `sort` accepts: `id`, then the sortable attributes (each also its column).
+    pub fn sort_fields(&self) -> impl Iterator<Item = &'static str> {
+        let attrs: &'static [Attribute] = self.attributes;
+        std::iter::once("id").chain(attrs.iter().filter(|a| a.sortable).map(|a| a.name))
     }
 }
 

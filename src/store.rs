@@ -388,7 +388,16 @@ pub fn exists(conn: &Connection, rt: &ResourceType, id: &str) -> Result<bool> {
 }
 
 pub fn not_found(rt: &ResourceType, id: &str) -> Error {
-    Error::not_found(format!("There is no {} with id `{id}`.", singular(rt)))
+    missing(rt, id).into()
+}
+
+/// The 404 problem for resource `id` of `rt`, which does not exist.
+pub fn missing(rt: &ResourceType, id: &str) -> Problem {
+    Problem::new(
+        warp::http::StatusCode::NOT_FOUND,
+        "not_found",
+        format!("There is no {} with id `{id}`.", singular(rt)),
+    )
 }
 
 /// A duplicate of a unique attribute is the client's conflict (409), anything else a fault.

@@ -220,10 +220,8 @@ fn parse_sort(value: &str, rt: &ResourceType) -> Result<Vec<SortKey>, Problem> {
             Some(rest) => (rest, true),
             None => (field, false),
         };
-        let column = if name == "id" { Some("id") } else { rt.attribute(name).filter(|a| a.sortable).map(|a| a.name) };
-        let Some(column) = column else {
-            let known: Vec<&str> =
-                std::iter::once("id").chain(rt.attributes.iter().filter(|a| a.sortable).map(|a| a.name)).collect();
+        let Some(column) = rt.sort_fields().find(|f| *f == name) else {
+            let known: Vec<&str> = rt.sort_fields().collect();
             return Err(Problem::bad_param(
                 "sort",
                 format!("`{name}` is not a sort field of {}; use one of: {}.", rt.name, known.join(", ")),
