@@ -2,9 +2,9 @@
 
 use warp::http::HeaderMap;
 
-use crate::db::Db;
 use crate::error::{Error, Problem};
 use crate::jsonapi::Base;
+use crate::store::Db;
 use crate::tokens::Tokens;
 
 /// Request bodies larger than this are refused with 413.

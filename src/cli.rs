@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::db::Durability;
+use crate::store::Durability;
 
 /// coursed: a self-hosted JSON:API 1.0 Course Content API over one SQLite file.
 #[derive(Debug, Parser)]

@@ -10,7 +10,7 @@ use std::path::Path;
 use rusqlite::{params, Connection};
 use serde::Deserialize;
 
-use crate::store::timestamp;
+use crate::time::timestamp;
 
 /// What `generate` makes.
 #[derive(Debug, Clone, Copy)]
@@ -226,7 +226,7 @@ fn fill(path: &str, rows: impl FnOnce(&mut Writer<'_>) -> rusqlite::Result<()>) 
     if path == ":memory:" {
         return Err("load into a database file, not :memory:".into());
     }
-    crate::db::create(path)?;
+    crate::store::create_sqlite(path)?;
     let conn = Connection::open(path).map_err(|e| e.to_string())?;
     let existing: i64 = conn
         .query_row("SELECT sum(n) FROM row_counts WHERE parent = ''", [], |r| r.get(0))

@@ -175,18 +175,4 @@ impl From<Problem> for Error {
     }
 }
 
-impl From<rusqlite::Error> for Error {
-    /// Busy, full, read-only and I/O conditions are 503 (retryable, nothing written);
-    /// everything else is a fault of the server.
-    fn from(e: rusqlite::Error) -> Error {
-        use rusqlite::ffi::ErrorCode::*;
-        match e.sqlite_error_code() {
-            Some(DatabaseBusy | DatabaseLocked | DiskFull | ReadOnly | SystemIoFailure | CannotOpen) => {
-                Error::unavailable(e)
-            }
-            _ => Error::internal(e),
-        }
-    }
-}
-
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -7,16 +7,14 @@
 pub mod app;
 pub mod cli;
 pub mod dataset;
-pub mod db;
 pub mod error;
 pub mod http;
 pub mod jsonapi;
 pub mod mock;
 pub mod openapi;
-pub mod paging;
-pub mod relations;
 pub mod resources;
 pub mod store;
+pub mod time;
 pub mod tokens;
 
 use std::future::Future;
@@ -44,7 +42,8 @@ pub struct NewToken {
 pub async fn open(args: &ServeArgs) -> Result<(App, Option<NewToken>), String> {
     let memory = args.mock || args.database == ":memory:";
     let path = if args.mock { ":memory:".to_owned() } else { args.database.clone() };
-    let db = db::Db::open(&db::Options::new(&path, args.durability))?;
+    let opts = store::Options::new(&path, args.durability);
+    let db = tokio::task::spawn_blocking(move || store::Db::open(&opts)).await.map_err(|e| e.to_string())??;
     if args.mock {
         mock::seed(&db).await?;
     }

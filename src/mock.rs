@@ -4,10 +4,10 @@
 
 use serde_json::json;
 
-use crate::db::Db;
 use crate::jsonapi::body::{self, Mode};
 use crate::resources::{ResourceType, CHAPTERS, MODULES, SUBJECTS};
-use crate::store;
+use crate::store::write;
+use crate::store::Db;
 
 /// (title, available for courses, chapter titles)
 type Subject = (&'static str, bool, &'static [&'static str]);
@@ -45,9 +45,9 @@ const CATALOGUE: &[(&str, &str, &str, &[Subject])] = &[
 /// Fills an empty database with the demo catalogue.
 pub async fn seed(db: &Db) -> Result<(), String> {
     db.write(|c| {
-        let create = |rt: &'static ResourceType, doc: serde_json::Value| {
+        let mut create = |rt: &'static ResourceType, doc: serde_json::Value| {
             let changes = body::resource(rt, doc.to_string().as_bytes(), Mode::Create)?;
-            store::create(c, rt, &changes)
+            write::create(c, rt, &changes)
         };
         let link = |ty: &str, id: &str| json!({"data": {"type": ty, "id": id}});
         for (title, external_id, content, subjects) in CATALOGUE {

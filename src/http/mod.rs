@@ -8,6 +8,7 @@
 
 mod handlers;
 mod openapi;
+mod read;
 mod related;
 mod reply;
 

@@ -1,23 +1,23 @@
 //! Handlers of `/{type}/{id}/{rel}` and `/{type}/{id}/relationships/{rel}`.
 //!
 //! What they do follows the relationship's cardinality; the queries are in
-//! [`crate::relations`].
+//! [`crate::store::relations`].
 
 use warp::http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::handlers::{list, parse_id, render_one};
+use super::read::{self, parse_id, render_one};
 use super::reply::{check_accept, check_content_type, document, no_content, read_body};
 use super::Req;
 use crate::app::App;
-use crate::db;
 use crate::error::{Error, Result};
 use crate::jsonapi::body::{self, singular};
 use crate::jsonapi::response::{self, Included, RequestUrl};
 use crate::jsonapi::{Accepts, Query};
-use crate::relations;
 use crate::resources::{Relationship, ResourceType};
-use crate::store::{self, Record, Selection};
+use crate::store::relations;
+use crate::store::select::{must_exist, Record, Selection};
+use crate::store::snapshot;
 
 /// `GET /{type}/{id}/{rel}`: the related resource (to-one) or a page of them (to-many).
 pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &str, req: Req) -> Result<Response> {
@@ -28,7 +28,7 @@ pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &s
     let id = parse_id(rt, raw_id)?;
     let target = rel.target();
     if !rel.is_to_one() {
-        return list(app, target, req, Some((rel, id))).await;
+        return read::collection(app, target, req, Some((rel, id))).await;
     }
     check_accept(&req.headers)?;
     let q = Query::parse(req.query.as_deref(), target, Accepts::Single)?;
@@ -36,9 +36,9 @@ pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &s
     let url = RequestUrl::new(&base, req.path.as_str(), req.query);
     let body = app
         .db
-        .read(move |c| {
-            db::snapshot(c, |c| match relations::parent_id(c, rel, &id)? {
-                Some(parent) => render_one(c, &base, &url, target, &q, &parent),
+        .read(move |tx| {
+            snapshot(tx, |tx| match relations::parent_id(tx, rel, &id)? {
+                Some(parent) => render_one(tx, &base, &url, target, &q, &parent),
                 None => {
                     let sel = Selection::new(target, q.fieldset(target), &q.include);
                     Ok(response::resource(&base, &url, &sel, None::<&Record>, &Included::new()))
@@ -67,8 +67,8 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
     if req.method == Method::GET {
         let body = app
             .db
-            .read(move |c| {
-                let ids = relations::linkage(c, rel, &id)?;
+            .read(move |tx| {
+                let ids = relations::linkage(tx, rel, &id)?;
                 Ok(response::linkage(&base, rt.name, &id, rel, &ids))
             })
             .await?;
@@ -81,25 +81,23 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
     let method = req.method;
     let body = app
         .db
-        .write(move |c| {
-            let now = store::now();
+        .write(move |tx| {
+            let now = crate::time::now_ms();
             if rel.is_to_one() {
-                relations::set_parent(c, &linkage, &id)?;
+                relations::set_parent(tx, &linkage, &id)?;
             } else {
-                if !store::exists(c, rt, &id)? {
-                    return Err(store::not_found(rt, &id));
-                }
-                relations::check_targets_exist(c, std::slice::from_ref(&linkage))?;
+                must_exist(tx, rt, &id)?;
+                relations::check_targets_exist(tx, std::slice::from_ref(&linkage))?;
                 match method {
-                    Method::PATCH => relations::replace_children(c, &linkage, &id, &now)?,
-                    Method::POST => relations::add_children(c, &linkage, &id, &now)?,
-                    _ => relations::remove_children(c, &linkage, &id, &now)?,
+                    Method::PATCH => relations::replace_children(tx, &linkage, &id, now)?,
+                    Method::POST => relations::add_children(tx, &linkage, &id, now)?,
+                    _ => relations::remove_children(tx, &linkage, &id, now)?,
                 }
             }
             if method != Method::PATCH {
                 return Ok(None);
             }
-            let ids = relations::linkage(c, rel, &id)?;
+            let ids = relations::linkage(tx, rel, &id)?;
             Ok(Some(response::linkage(&base, rt.name, &id, rel, &ids)))
         })
         .await?;

@@ -4,12 +4,12 @@
 //! parse; a client id on create is 403; a wrong `type` or `id` is 409; then every invalid value
 //! is collected and reported at once as 422.
 
-use rusqlite::types::Value;
 use serde_json::{Map, Value as Json};
 
 use crate::error::{Error, Problem};
 use crate::jsonapi::query::normalize_id;
 use crate::resources::{Attribute, Kind, Relationship, ResourceType};
+use crate::store::Value;
 
 /// What a create or update sets.
 #[derive(Debug)]
@@ -233,14 +233,17 @@ fn attribute_value(a: &Attribute, json: &Json) -> Result<Value, String> {
                     max => format!("`{name}` must have {} to {max} characters{after}; it has {chars}.", a.min),
                 });
             }
+            if s.contains('\0') {
+                return Err(format!("`{name}` must not contain the character U+0000."));
+            }
             if s.len() as i64 > a.max_bytes {
                 return Err(format!("`{name}` must be at most {} bytes; it has {}.", a.max_bytes, s.len()));
             }
             Ok(Value::Text(s.to_owned()))
         }
-        (Kind::Bool, Json::Bool(b)) => Ok(Value::Integer(i64::from(*b))),
+        (Kind::Bool, Json::Bool(b)) => Ok(Value::Bool(*b)),
         (Kind::Integer, Json::Number(n)) => match n.as_i64() {
-            Some(i) if i >= a.min => Ok(Value::Integer(i)),
+            Some(i) if i >= a.min => Ok(Value::Int(i)),
             Some(_) => Err(format!("`{name}` must be at least {}.", a.min)),
             None => Err(format!("`{name}` must be a whole number.")),
         },

@@ -5,10 +5,8 @@
 
 use std::io::Write as _;
 
-use rusqlite::types::ValueRef;
-
 use crate::resources::{Kind, Relationship};
-use crate::store::{Fields, Selection};
+use crate::store::{Cell, Fields, Selection};
 
 /// The absolute URL prefix of the API, e.g. `http://127.0.0.1:8080/v1`. Checked to hold only
 /// characters that need no escaping in JSON or in a URL, so it is written as is.
@@ -172,12 +170,13 @@ impl Doc {
         self.buf.push(b'}');
     }
 
-    fn value(&mut self, kind: Kind, value: ValueRef<'_>) {
+    fn value(&mut self, kind: Kind, value: Cell<'_>) {
         match (kind, value) {
-            (_, ValueRef::Null) => self.raw("null"),
-            (Kind::Bool, ValueRef::Integer(i)) => self.raw(if i != 0 { "true" } else { "false" }),
-            (_, ValueRef::Integer(i)) => self.number(i),
-            (_, ValueRef::Text(t) | ValueRef::Blob(t)) => {
+            (_, Cell::Null) => self.raw("null"),
+            (Kind::Bool, Cell::Int(i)) => self.raw(if i != 0 { "true" } else { "false" }),
+            (_, Cell::Bool(b)) => self.raw(if b { "true" } else { "false" }),
+            (_, Cell::Int(i)) => self.number(i),
+            (_, Cell::Text(t)) => {
                 self.buf.push(b'"');
                 if !escape_utf8_into(&mut self.buf, t) {
                     // Not UTF-8 (written by another program): send it with replacement characters.
@@ -185,9 +184,7 @@ impl Doc {
                 }
                 self.buf.push(b'"');
             }
-            (_, ValueRef::Real(f)) => {
-                let _ = write!(self.buf, "{f}");
-            }
+            (_, Cell::Time(ms)) => self.string(&crate::time::format_ms(ms)),
         }
     }
 

@@ -53,6 +53,8 @@ pub enum Filter {
     Equals(&'static Attribute, FilterValue),
     /// `filter[rel]` on a to-one relationship: the resources whose parent is this id.
     Parent(&'static Relationship, Option<String>),
+    /// A filter no resource can match (a value holding U+0000, which stored text never does).
+    Nothing,
 }
 
 #[derive(Debug, Clone)]
@@ -293,6 +295,7 @@ fn parse_filter(key: &str, name: &str, value: &str, rt: &'static ResourceType) -
             _ => None,
         },
         Kind::Integer => value.parse().ok().map(FilterValue::Integer),
+        _ if value.contains('\0') => return Ok(Filter::Nothing),
         _ => Some(FilterValue::Text(value.to_owned())),
     };
     let expected = if attr.kind == Kind::Bool { "`true` or `false`" } else { "an integer" };

@@ -176,7 +176,7 @@ fn write_included(doc: &mut Doc, base: &Base, included: &Included) {
 fn approximate_size(rec: &impl Fields, attrs: usize) -> usize {
     let text: usize = (0..attrs)
         .map(|i| match rec.attr(i) {
-            rusqlite::types::ValueRef::Text(s) => s.len() + 16,
+            crate::store::Cell::Text(s) => s.len() + 16,
             _ => 16,
         })
         .sum();

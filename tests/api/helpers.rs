@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use warp::http::{HeaderMap, StatusCode};
 
 use coursed::app::App;
-use coursed::db::{Db, Durability, Options};
+use coursed::store::{Db, Durability, Options};
 use coursed::tokens::Tokens;
 
 pub const TOKEN: &str = "test-token";

@@ -8,65 +8,60 @@
 
 use std::collections::{HashMap, HashSet};
 
-use rusqlite::types::Value;
-use rusqlite::Connection;
-
+use super::select::{exists, missing, must_exist, not_found, read_all, Record, Selection};
+use super::tx::{Tx, Value};
 use crate::error::{Error, Result};
 use crate::jsonapi::body::{singular, Linkage};
-use crate::jsonapi::query::{Include, Query};
+use crate::jsonapi::query::{normalize_id, Include, Query};
 use crate::resources::Relationship;
-use crate::store::{self, Record, Selection};
 
 /// The linkage of one resource's relationship: `Err(404)` when the resource does not exist.
-pub fn linkage(conn: &Connection, rel: &Relationship, owner: &str) -> Result<Vec<String>> {
+pub fn linkage(tx: &mut dyn Tx, rel: &Relationship, owner: &str) -> Result<Vec<String>> {
     if rel.is_to_one() {
-        return Ok(parent_id(conn, rel, owner)?.into_iter().collect());
+        return Ok(parent_id(tx, rel, owner)?.into_iter().collect());
     }
-    let owner_type = rel.fk.parent;
-    if !store::exists(conn, owner_type, owner)? {
-        return Err(store::not_found(owner_type, owner));
-    }
+    must_exist(tx, rel.fk.parent, owner)?;
     let fk = rel.fk;
-    let sql = format!("SELECT id FROM {} WHERE {} = ?1 ORDER BY {}", fk.child.table, fk.column, fk.children_order);
-    let mut st = conn.prepare_cached(&sql)?;
-    let ids = st.query_map([owner], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?;
-    Ok(ids)
+    let sql = format!("SELECT id FROM {} WHERE {} = ? ORDER BY {}", fk.child.table, fk.column, fk.children_order);
+    Ok(tx.strings(&sql, &[text(owner)])?)
 }
 
 /// The parent id of `child` through the to-one `rel` (`None` when unset); 404 if no such child.
-pub fn parent_id(conn: &Connection, rel: &Relationship, child: &str) -> Result<Option<String>> {
+pub fn parent_id(tx: &mut dyn Tx, rel: &Relationship, child: &str) -> Result<Option<String>> {
     let fk = rel.fk;
-    let sql = format!("SELECT {} FROM {} WHERE id = ?1", fk.column, fk.child.table);
-    let mut st = conn.prepare_cached(&sql)?;
-    let mut rows = st.query([child])?;
-    match rows.next()? {
-        Some(row) => Ok(row.get(0)?),
-        None => Err(store::not_found(fk.child, child)),
+    let sql = format!("SELECT {} FROM {} WHERE id = ?", fk.column, fk.child.table);
+    match tx.first(&sql, &[text(child)])? {
+        Some(parent) => Ok(parent.cell().as_str().map(str::to_owned)),
+        None => Err(not_found(fk.child, child)),
     }
 }
 
 /// 404 for every id named in `linkages` that does not exist, all reported at once.
-pub fn check_targets_exist(conn: &Connection, linkages: &[Linkage]) -> Result<()> {
+pub fn check_targets_exist(tx: &mut dyn Tx, linkages: &[Linkage]) -> Result<()> {
     let mut problems = Vec::new();
     for l in linkages.iter().filter(|l| !l.ids.is_empty()) {
         let target = l.rel.target();
-        if let [id] = l.ids.as_slice() {
+        // An id that is not a UUID names nothing; only the others are looked up.
+        let is_uuid = |(_, id): &(usize, &String)| normalize_id(id).as_deref() == Some(id.as_str());
+        let (valid, mut absent): (Vec<_>, Vec<_>) = l.ids.iter().enumerate().partition(is_uuid);
+        if let [(index, id)] = valid.as_slice() {
             // One id (a to-one linkage, mostly): a plain primary-key lookup.
-            if !store::exists(conn, target, id)? {
-                problems.push(store::missing(target, id).at(l.pointer_of(0)));
+            if !exists(tx, target, id)? {
+                absent.push((*index, id));
             }
-            continue;
+        } else if !valid.is_empty() {
+            let sql = format!(
+                "SELECT n.key FROM {} WHERE NOT EXISTS (SELECT 1 FROM {} WHERE id = n.value)",
+                tx.dialect().ids_table("n"),
+                target.table
+            );
+            let ids = Value::Ids(valid.iter().map(|(_, id)| (*id).clone()).collect());
+            let mut keys = Vec::new();
+            tx.query(&sql, &[ids], &mut |r| keys.push(r.cell(0).as_i64().unwrap_or(0) as usize))?;
+            absent.extend(keys.into_iter().filter_map(|k| valid.get(k).copied()));
         }
-        let sql = format!(
-            "SELECT key, value FROM json_each(?1) WHERE NOT EXISTS (SELECT 1 FROM {} WHERE id = json_each.value)",
-            target.table
-        );
-        let mut st = conn.prepare_cached(&sql)?;
-        let missing = st.query_map([ids_json(&l.ids)], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))?;
-        for m in missing {
-            let (index, id) = m?;
-            problems.push(store::missing(target, &id).at(l.pointer_of(index as usize)));
-        }
+        absent.sort_unstable();
+        problems.extend(absent.into_iter().map(|(index, id)| missing(target, id).at(l.pointer_of(index))));
     }
     if problems.is_empty() {
         Ok(())
@@ -91,63 +86,63 @@ pub fn check_parent_allowed(l: &Linkage) -> Result<()> {
 }
 
 /// Sets the to-one relationship of `child` (the relationship endpoint's PATCH).
-pub fn set_parent(conn: &Connection, l: &Linkage, child: &str) -> Result<()> {
+pub fn set_parent(tx: &mut dyn Tx, l: &Linkage, child: &str) -> Result<()> {
     let fk = l.rel.fk;
-    if !store::exists(conn, fk.child, child)? {
-        return Err(store::not_found(fk.child, child));
-    }
+    must_exist(tx, fk.child, child)?;
     check_parent_allowed(l)?;
-    check_targets_exist(conn, std::slice::from_ref(l))?;
-    let parent = l.ids.first().map_or(Value::Null, |p| Value::Text(p.clone()));
+    check_targets_exist(tx, std::slice::from_ref(l))?;
+    let parent = Value::text_or_null(l.ids.first().map(String::as_str));
     let sql = format!(
-        "UPDATE {} SET {col} = ?1, updated_at = ?2 WHERE id = ?3 AND {col} IS NOT ?1",
+        "UPDATE {} SET {col} = ?, updated_at = ? WHERE id = ? AND {}",
         fk.child.table,
+        tx.dialect().distinct(fk.column, "?"),
         col = fk.column
     );
-    conn.prepare_cached(&sql)?.execute(rusqlite::params![parent, store::now(), child])?;
+    tx.execute(&sql, &[parent.clone(), Value::Time(crate::time::now_ms()), text(child), parent])?;
     Ok(())
 }
 
 /// Whole-set replace of a to-many relationship: the named children move to `parent`, the
 /// others are unlinked (or, when they must keep a parent, the write is refused with 403).
-pub fn replace_children(conn: &Connection, l: &Linkage, parent: &str, now: &str) -> Result<()> {
-    unlink(conn, l, parent, now, "NOT IN")?;
-    add_children(conn, l, parent, now)
+pub fn replace_children(tx: &mut dyn Tx, l: &Linkage, parent: &str, now: i64) -> Result<()> {
+    unlink(tx, l, parent, now, false)?;
+    add_children(tx, l, parent, now)
 }
 
 /// Links the named children to `parent` (those already linked are left as they are).
-pub fn add_children(conn: &Connection, l: &Linkage, parent: &str, now: &str) -> Result<()> {
+pub fn add_children(tx: &mut dyn Tx, l: &Linkage, parent: &str, now: i64) -> Result<()> {
     let fk = l.rel.fk;
+    let d = tx.dialect();
     let sql = format!(
-        "UPDATE {} SET {col} = ?1, updated_at = ?3 WHERE id IN (SELECT value FROM json_each(?2)) AND {col} IS NOT ?1",
+        "UPDATE {} SET {} = ?, updated_at = ? WHERE {} AND {}",
         fk.child.table,
-        col = fk.column
+        fk.column,
+        d.in_ids("id"),
+        d.distinct(fk.column, "?")
     );
-    conn.prepare_cached(&sql)?.execute(rusqlite::params![parent, ids_json(&l.ids), now])?;
+    tx.execute(&sql, &[text(parent), Value::Time(now), Value::Ids(l.ids.clone()), text(parent)])?;
     Ok(())
 }
 
 /// Unlinks the named children from `parent` (those not linked to it are left as they are).
-pub fn remove_children(conn: &Connection, l: &Linkage, parent: &str, now: &str) -> Result<()> {
-    unlink(conn, l, parent, now, "IN")
+pub fn remove_children(tx: &mut dyn Tx, l: &Linkage, parent: &str, now: i64) -> Result<()> {
+    unlink(tx, l, parent, now, true)
 }
 
-/// Unlinks from `parent` the children whose id is (`IN`) or is not (`NOT IN`) named in `l`; when
-/// the key is not nullable, refuses with 403 if that would leave any child without a parent.
-fn unlink(conn: &Connection, l: &Linkage, parent: &str, now: &str, named: &str) -> Result<()> {
+/// Unlinks from `parent` the children whose id is (`named`) or is not named in `l`; when the
+/// key is not nullable, refuses with 403 if that would leave any child without a parent.
+fn unlink(tx: &mut dyn Tx, l: &Linkage, parent: &str, now: i64, named: bool) -> Result<()> {
     let fk = l.rel.fk;
-    let which = format!("{} = ?1 AND id {named} (SELECT value FROM json_each(?2))", fk.column);
-    let ids = ids_json(&l.ids);
+    let d = tx.dialect();
+    let which = format!("{} = ? AND {}", fk.column, if named { d.in_ids("id") } else { d.not_in_ids("id") });
+    let ids = Value::Ids(l.ids.clone());
     if fk.nullable {
-        let sql = format!("UPDATE {} SET {} = NULL, updated_at = ?3 WHERE {which}", fk.child.table, fk.column);
-        conn.prepare_cached(&sql)?.execute(rusqlite::params![parent, ids, now])?;
+        let sql = format!("UPDATE {} SET {} = NULL, updated_at = ? WHERE {which}", fk.child.table, fk.column);
+        tx.execute(&sql, &[Value::Time(now), text(parent), ids])?;
         return Ok(());
     }
     let sql = format!("SELECT id FROM {} WHERE {which} ORDER BY id LIMIT 5", fk.child.table);
-    let orphans: Vec<String> = conn
-        .prepare_cached(&sql)?
-        .query_map(rusqlite::params![parent, ids], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
+    let orphans = tx.strings(&sql, &[text(parent), ids])?;
     if orphans.is_empty() {
         Ok(())
     } else {
@@ -156,10 +151,10 @@ fn unlink(conn: &Connection, l: &Linkage, parent: &str, now: &str, named: &str) 
 }
 
 /// Unlinks every child of `parent` through the nullable to-many `rel` (before deleting it).
-pub fn unlink_all_children(conn: &Connection, rel: &Relationship, parent: &str, now: &str) -> Result<()> {
+pub fn unlink_all_children(tx: &mut dyn Tx, rel: &Relationship, parent: &str, now: i64) -> Result<()> {
     let fk = rel.fk;
-    let sql = format!("UPDATE {} SET {col} = NULL, updated_at = ?2 WHERE {col} = ?1", fk.child.table, col = fk.column);
-    conn.prepare_cached(&sql)?.execute([parent, now])?;
+    let sql = format!("UPDATE {} SET {col} = NULL, updated_at = ? WHERE {col} = ?", fk.child.table, col = fk.column);
+    tx.execute(&sql, &[Value::Time(now), text(parent)])?;
     Ok(())
 }
 
@@ -179,19 +174,19 @@ fn orphan_error(l: &Linkage, orphans: &[String]) -> Error {
 /// The included resources, one group per relationship level; fills the to-many linkage of
 /// `records` for included relationships. One query per relationship level for the whole page.
 pub fn include(
-    conn: &Connection,
+    tx: &mut dyn Tx,
     q: &Query,
     sel: &Selection,
     records: &mut [Record],
 ) -> Result<Vec<(Selection, Vec<Record>)>> {
     let mut seen: HashSet<(&'static str, String)> = records.iter().map(|r| (sel.rt.name, r.id.clone())).collect();
     let mut out = Vec::new();
-    include_level(conn, q, sel, records, &q.include, &mut seen, &mut out)?;
+    include_level(tx, q, sel, records, &q.include, &mut seen, &mut out)?;
     Ok(out)
 }
 
 fn include_level(
-    conn: &Connection,
+    tx: &mut dyn Tx,
     q: &Query,
     sel: &Selection,
     records: &mut [Record],
@@ -203,28 +198,31 @@ fn include_level(
         let (rel, target) = (node.rel, node.rel.target());
         let mut child_sel = Selection::new(target, q.fieldset(target), &node.children);
         let mut loaded = if rel.is_to_one() {
-            let mut ids: Vec<&str> = records.iter().filter_map(|r| sel.parent_of(r, rel)).collect();
+            let mut ids: Vec<String> =
+                records.iter().filter_map(|r| sel.parent_of(r, rel)).map(str::to_owned).collect();
             ids.sort_unstable();
             ids.dedup();
             let sql = format!(
-                "SELECT {} FROM {} WHERE id IN (SELECT value FROM json_each(?1)) ORDER BY id",
+                "SELECT {} FROM {} WHERE {} ORDER BY id",
                 child_sel.columns(),
-                target.table
+                target.table,
+                tx.dialect().in_ids("id")
             );
-            store::read_all(conn, &child_sel, &sql, &[Value::Text(ids_json(&ids))])?
+            read_all(tx, &child_sel, &sql, &[Value::Ids(ids)])?
         } else {
             let inverse = rel.inverse();
             child_sel = child_sel.with_parent(inverse);
-            let parents: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
+            let parents: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
             let fk = rel.fk;
             let sql = format!(
-                "SELECT {} FROM {} WHERE {col} IN (SELECT value FROM json_each(?1)) ORDER BY {col}, {}",
+                "SELECT {} FROM {} WHERE {} ORDER BY {}, {}",
                 child_sel.columns(),
                 target.table,
+                tx.dialect().in_ids(fk.column),
+                fk.column,
                 fk.children_order,
-                col = fk.column
             );
-            let loaded = store::read_all(conn, &child_sel, &sql, &[Value::Text(ids_json(&parents))])?;
+            let loaded = read_all(tx, &child_sel, &sql, &[Value::Ids(parents)])?;
             let mut by_parent: HashMap<&str, Vec<String>> = HashMap::new();
             for child in &loaded {
                 if let Some(parent) = child_sel.parent_of(child, inverse) {
@@ -236,14 +234,13 @@ fn include_level(
             }
             loaded
         };
-        include_level(conn, q, &child_sel, &mut loaded, &node.children, seen, out)?;
+        include_level(tx, q, &child_sel, &mut loaded, &node.children, seen, out)?;
         loaded.retain(|r| seen.insert((target.name, r.id.clone())));
         out.push((child_sel, loaded));
     }
     Ok(())
 }
 
-fn ids_json<S: AsRef<str>>(ids: &[S]) -> String {
-    let list: Vec<&str> = ids.iter().map(AsRef::as_ref).collect();
-    serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+fn text(s: &str) -> Value {
+    Value::Text(s.to_owned())
 }

@@ -2,16 +2,16 @@
 //! position, so that page N begins from a key instead of stepping over (N - 1) × size rows.
 //!
 //! An index is valid for one generation of its table (`row_counts.gen`, which the schema's
-//! triggers move on every insert and delete, whoever makes them). A stale index is rebuilt in
-//! the background, at most once a second per table; until then pages are read with a plain
-//! `OFFSET`, which is always right, only slower for deep pages.
+//! triggers move on every insert and delete, whoever makes them: another process, another
+//! replica). It is a cache versioned from the database, never a source of truth. A stale index
+//! is rebuilt in the background, at most once a second per table; until then pages are read
+//! with a plain `OFFSET`, which is always right, only slower for deep pages.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
-
+use super::tx::{snapshot, Tx, Value};
 use crate::error::Result;
 
 /// Rows between two keys: a deep page skips fewer than this many rows after its key.
@@ -27,6 +27,8 @@ pub struct PageIndex {
 struct Entry {
     gen: i64,
     keys: Option<Arc<[String]>>,
+    /// A read found the index stale; a rebuild is due.
+    wanted: bool,
     building: bool,
     last_build: Option<Instant>,
 }
@@ -41,17 +43,23 @@ impl PageIndex {
         Some((key, offset % STRIDE))
     }
 
-    /// Whether a rebuild of `table` should start now; if so it is marked as running.
-    pub fn claim_rebuild(&self, table: &'static str) -> bool {
-        let Ok(mut tables) = self.tables.lock() else { return false };
-        let e = tables.entry(table).or_default();
-        let due = e.last_build.is_none_or(|t| t.elapsed() >= REBUILD_EVERY);
-        if e.building || !due {
-            return false;
+    /// Notes that `table`'s index is stale (the store rebuilds it after the read).
+    pub fn want(&self, table: &'static str) {
+        if let Ok(mut tables) = self.tables.lock() {
+            tables.entry(table).or_default().wanted = true;
         }
+    }
+
+    /// A table whose rebuild should start now, marked as running.
+    pub fn claim_rebuild(&self) -> Option<&'static str> {
+        let mut tables = self.tables.lock().ok()?;
+        let (table, e) = tables
+            .iter_mut()
+            .find(|(_, e)| e.wanted && !e.building && e.last_build.is_none_or(|t| t.elapsed() >= REBUILD_EVERY))?;
+        e.wanted = false;
         e.building = true;
         e.last_build = Some(Instant::now());
-        true
+        Some(*table)
     }
 
     /// Ends a rebuild, keeping its result when it succeeded.
@@ -68,20 +76,18 @@ impl PageIndex {
 }
 
 /// Reads the generation of `table` and its keys at every `STRIDE`-th position, consistently.
-pub fn build(conn: &Connection, table: &str) -> Result<(i64, Vec<String>)> {
-    crate::db::snapshot(conn, |c| {
-        let gen: i64 =
-            c.query_row("SELECT gen FROM row_counts WHERE tbl = ?1 AND parent = ''", [table], |r| r.get(0))?;
-        let mut st = c.prepare(&format!("SELECT id FROM {table} ORDER BY id"))?;
-        let mut rows = st.query([])?;
+pub fn build(tx: &mut dyn Tx, table: &str) -> Result<(i64, Vec<String>)> {
+    snapshot(tx, |tx| {
+        let sql = "SELECT CAST(sum(gen) AS BIGINT) FROM row_counts WHERE tbl = ? AND parent = ''";
+        let gen = tx.first(sql, &[Value::Text(table.to_owned())])?.and_then(|v| v.cell().as_i64()).unwrap_or(0);
         let mut keys = Vec::new();
         let mut i = 0u64;
-        while let Some(row) = rows.next()? {
+        tx.query(&format!("SELECT id FROM {table} ORDER BY id"), &[], &mut |r| {
             if i.is_multiple_of(STRIDE) {
-                keys.push(row.get(0)?);
+                keys.push(r.cell(0).as_str().unwrap_or_default().to_owned());
             }
             i += 1;
-        }
+        })?;
         Ok((gen, keys))
     })
 }

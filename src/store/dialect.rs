@@ -1,0 +1,85 @@
+//! Where the SQL of the two engines differs. Everything else is generated once from the
+//! declarations and runs unchanged on both (placeholders are written `?` and numbered for
+//! PostgreSQL when a statement is prepared, see [`numbered`]).
+
+/// The SQL dialect of an engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+}
+
+impl Dialect {
+    /// `expr` is one of the ids bound as one [`crate::store::Value::Ids`] parameter.
+    pub fn in_ids(self, expr: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("{expr} IN (SELECT value FROM json_each(?))"),
+            Dialect::Postgres => format!("{expr} = ANY(?)"),
+        }
+    }
+
+    /// `expr` is none of the ids bound as one parameter.
+    pub fn not_in_ids(self, expr: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("{expr} NOT IN (SELECT value FROM json_each(?))"),
+            Dialect::Postgres => format!("{expr} <> ALL(?)"),
+        }
+    }
+
+    /// A table `alias(value, key)` of the ids bound as one parameter, `key` counting from 0.
+    pub fn ids_table(self, alias: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("(SELECT key, value FROM json_each(?)) AS {alias}"),
+            Dialect::Postgres => {
+                format!("(SELECT ord - 1 AS key, value FROM unnest(CAST(? AS text[])) WITH ORDINALITY AS u(value, ord)) AS {alias}")
+            }
+        }
+    }
+
+    /// `a` differs from `b`, nulls compared as values.
+    pub fn distinct(self, a: &str, b: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("{a} IS NOT {b}"),
+            Dialect::Postgres => format!("{a} IS DISTINCT FROM {b}"),
+        }
+    }
+}
+
+/// `sql` with its `?` placeholders numbered `$1`, `$2`, ... (PostgreSQL's form). `?` inside
+/// quoted strings and identifiers is left alone.
+pub fn numbered(sql: &str) -> String {
+    let mut out = String::with_capacity(sql.len() + 16);
+    let (mut n, mut quote) = (0, None::<char>);
+    for ch in sql.chars() {
+        match (quote, ch) {
+            (None, '\'' | '"') => {
+                quote = Some(ch);
+                out.push(ch);
+            }
+            (Some(q), c) if c == q => {
+                quote = None;
+                out.push(ch);
+            }
+            (None, '?') => {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            }
+            _ => out.push(ch),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_are_numbered_outside_quotes() {
+        assert_eq!(
+            numbered("SELECT a FROM t WHERE b = ? AND c IN (?, '?', \"?\") LIMIT ?"),
+            "SELECT a FROM t WHERE b = $1 AND c IN ($2, '?', \"?\") LIMIT $3"
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! One page of a collection: filters, sort, paging, and its total.
+
+use super::paging::STRIDE;
+use super::select::{for_each, RowFields, Selection};
+use super::tx::{Tx, Value};
+use crate::error::Result;
+use crate::jsonapi::query::{Filter, FilterValue, Query, SortKey};
+use crate::resources::{Kind, Relationship, ResourceType};
+
+/// One page of a collection: calls `each` for its rows in order and returns the total count.
+/// `scope` restricts it to the children of one parent through a to-many relationship
+/// (`/modules/{id}/subjects`).
+pub fn list(
+    tx: &mut dyn Tx,
+    sel: &Selection,
+    q: &Query,
+    scope: Option<(&Relationship, &str)>,
+    each: impl FnMut(&RowFields<'_>),
+) -> Result<u64> {
+    let rt = sel.rt;
+    let dialect = tx.dialect();
+    let mut wheres: Vec<String> = Vec::new();
+    let mut params: Vec<Value> = Vec::new();
+    // Parent constraints (column, parent id; `None` matches nothing): the scope, `filter[rel]`.
+    let mut parents: Vec<(&str, Option<&str>)> = Vec::new();
+    if let Some((rel, parent)) = scope {
+        parents.push((rel.fk.column, Some(parent)));
+    }
+    for f in &q.filters {
+        match f {
+            Filter::Parent(rel, parent) => parents.push((rel.fk.column, parent.as_deref())),
+            Filter::Ids(ids) => {
+                wheres.push(dialect.in_ids("id"));
+                params.push(Value::Ids(ids.clone()));
+            }
+            Filter::Equals(attr, v) => {
+                wheres.push(format!("{} = ?", attr.name));
+                params.push(match v {
+                    FilterValue::Text(s) => Value::Text(s.clone()),
+                    FilterValue::Bool(b) => Value::Bool(*b),
+                    FilterValue::Integer(i) => Value::Int(*i),
+                });
+            }
+            Filter::Nothing => wheres.push("1 = 0".into()),
+        }
+    }
+    // The count is kept in `row_counts` for the whole table and for one parent's children.
+    let whole = wheres.is_empty() && parents.is_empty();
+    let counter = match (wheres.is_empty(), parents.as_slice()) {
+        (true, []) => Some((rt.table.to_owned(), String::new())),
+        (true, [(column, Some(parent))]) => Some((format!("{}.{column}", rt.table), (*parent).to_owned())),
+        _ => None,
+    };
+    for (column, parent) in parents {
+        match parent {
+            Some(p) => {
+                wheres.push(format!("{column} = ?"));
+                params.push(Value::Text(p.to_owned()));
+            }
+            None => wheres.push("1 = 0".into()),
+        }
+    }
+    let mut filter = if wheres.is_empty() { String::new() } else { format!(" WHERE {}", wheres.join(" AND ")) };
+
+    let (total, gen) = match counter {
+        Some((tbl, parent)) => counted(tx, tbl, parent)?,
+        None => {
+            let sql = format!("SELECT count(*) FROM {}{filter}", rt.table);
+            (tx.first(&sql, &params)?.and_then(|v| v.cell().as_i64()).unwrap_or(0).max(0) as u64, 0)
+        }
+    };
+    let mut offset = q.page.offset();
+    if offset >= total {
+        return Ok(total);
+    }
+    let id_order = q.sort.is_empty() || matches!(q.sort.as_slice(), [k] if k.column == "id" && !k.descending);
+    if whole && id_order && offset >= STRIDE {
+        match tx.pages().start(rt.table, gen, offset) {
+            Some((key, skip)) => {
+                filter = " WHERE id >= ?".into();
+                params.push(Value::Text(key));
+                offset = skip;
+            }
+            None => tx.pages().want(rt.table),
+        }
+    }
+    let order = match (q.sort.is_empty(), scope) {
+        (true, Some((rel, _))) => rel.fk.children_order.to_owned(),
+        (true, None) => "id".to_owned(),
+        (false, _) => order_by(rt, &q.sort),
+    };
+    let sql = format!("SELECT {} FROM {}{filter} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table);
+    params.push(Value::Int(q.page.size as i64));
+    params.push(Value::Int(offset.min(i64::MAX as u64) as i64));
+    for_each(tx, sel, &sql, &params, each)?;
+    Ok(total)
+}
+
+/// The total and generation kept in `row_counts` for (`tbl`, `parent`).
+fn counted(tx: &mut dyn Tx, tbl: String, parent: String) -> Result<(u64, i64)> {
+    // Sums, because an engine may spread a counter over several rows to spare concurrent
+    // writers a hot row (see the PostgreSQL schema).
+    let sql = "SELECT CAST(sum(n) AS BIGINT), CAST(sum(gen) AS BIGINT) FROM row_counts WHERE tbl = ? AND parent = ?";
+    let mut out = (0, 0);
+    tx.query(sql, &[Value::Text(tbl), Value::Text(parent)], &mut |r| {
+        out = (r.cell(0).as_i64().unwrap_or(0).max(0) as u64, r.cell(1).as_i64().unwrap_or(0));
+    })?;
+    Ok(out)
+}
+
+/// The `ORDER BY` of `sort`, ending with `id`. Nulls come first in ascending order on every
+/// engine (SQLite's rule; PostgreSQL's default is the opposite).
+fn order_by(rt: &ResourceType, sort: &[SortKey]) -> String {
+    let mut keys: Vec<String> = sort
+        .iter()
+        .map(|k| {
+            let nullable = rt.attribute(k.column).is_some_and(|a| a.kind == Kind::NullableText);
+            match (k.descending, nullable) {
+                (false, false) => k.column.to_owned(),
+                (true, false) => format!("{} DESC", k.column),
+                (false, true) => format!("{} NULLS FIRST", k.column),
+                (true, true) => format!("{} DESC NULLS LAST", k.column),
+            }
+        })
+        .collect();
+    if !sort.iter().any(|k| k.column == "id") {
+        keys.push("id".into());
+    }
+    keys.join(", ")
+}

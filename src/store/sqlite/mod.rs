@@ -1,0 +1,146 @@
+//! The SQLite engine: one file (or a process-wide in-memory database), read-only pooled
+//! connections for reads, one writer thread for writes.
+//!
+//! * [`Sqlite::read`] takes an idle connection without waiting and runs the closure inline on
+//!   the async worker (bounded, indexed reads take a few microseconds, cheaper than a thread
+//!   hop: the benchmark decides this); when none is idle, or for [`Sqlite::scan`], the closure
+//!   runs on the blocking pool instead.
+//! * Writes go to the writer thread, which owns the only read-write connection. It takes every
+//!   write waiting in its queue, runs each in its own savepoint inside one `BEGIN IMMEDIATE`
+//!   transaction, commits once (one fsync for the group), and only then answers each request.
+//!   A failing write rolls back to its savepoint and leaves the others intact.
+
+mod open;
+mod tx;
+mod writer;
+
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::OpenFlags;
+
+pub use self::open::create;
+use self::tx::SqliteTx;
+use super::tx::{guarded, Shared, Tx};
+use super::Options;
+use crate::error::{Error, Result};
+
+const READERS: u32 = 8;
+
+pub(crate) type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
+/// A write: run against the writer's connection (or `None` when its group failed first), it
+/// says whether it succeeded and hands back how to answer once the commit outcome is known.
+pub(crate) type Job = Box<dyn FnOnce(Option<&mut dyn Tx>) -> (bool, Deliver) + Send>;
+
+pub struct Sqlite {
+    /// Always `Some` until dropped: the readers close before the writer, so that the writer's
+    /// connection is the last one and its close checkpoints and removes the WAL.
+    pool: Option<r2d2::Pool<SqliteConnectionManager>>,
+    jobs: Option<mpsc::Sender<Job>>,
+    writer: Option<JoinHandle<()>>,
+    shared: Arc<Shared>,
+}
+
+impl Drop for Sqlite {
+    fn drop(&mut self) {
+        self.pool.take();
+        // Closing the queue lets the writer finish what is queued, then close its connection.
+        self.jobs.take();
+        if let Some(w) = self.writer.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Sqlite {
+    /// Opens (creating if needed) and migrates the database, and starts the writer.
+    pub fn open(opts: &Options, shared: Arc<Shared>) -> std::result::Result<Sqlite, String> {
+        // Every connection to a plain `:memory:` is a different database; a named memdb file
+        // is one database shared by all connections of this process.
+        let target = if opts.path == ":memory:" {
+            format!("file:/coursed-{}?vfs=memdb", uuid::Uuid::new_v4().simple())
+        } else {
+            opts.path.clone()
+        };
+        let writer = open::open_writer(&target, opts)?;
+        let busy = opts.busy_timeout;
+        let manager = SqliteConnectionManager::file(&target)
+            .with_flags(OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .with_init(move |c| open::configure(c, busy));
+        let pool = r2d2::Pool::builder()
+            .max_size(READERS)
+            .min_idle(Some(2))
+            .test_on_check_out(false)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .build(manager)
+            .map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
+
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let writer_shared = shared.clone();
+        let writer = std::thread::Builder::new()
+            .name("coursed-writer".into())
+            .spawn(move || writer::write_loop(writer, &writer_shared, queue))
+            .map_err(|e| format!("cannot start the writer thread: {e}"))?;
+        Ok(Sqlite { pool: Some(pool), jobs: Some(jobs), writer: Some(writer), shared })
+    }
+
+    fn pool(&self) -> &r2d2::Pool<SqliteConnectionManager> {
+        self.pool.as_ref().expect("the pool lives as long as the engine")
+    }
+
+    /// Runs a bounded read (point lookups, index-ordered pages) on an idle connection, inline.
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
+        match self.pool().try_get() {
+            Some(conn) => guarded(|| f(&mut SqliteTx { conn: &conn, shared: &self.shared })),
+            None => self.scan(f).await,
+        }
+    }
+
+    /// Runs a read that may take long (scans, sorts, counts) on the blocking pool.
+    pub async fn scan<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
+        let (pool, shared) = (self.pool().clone(), self.shared.clone());
+        tokio::task::spawn_blocking(move || {
+            let conn = pool.get().map_err(Error::unavailable)?;
+            guarded(|| f(&mut SqliteTx { conn: &conn, shared: &shared }))
+        })
+        .await
+        .map_err(Error::internal)?
+    }
+
+    /// Runs `f` as one all-or-nothing write and returns once it is committed. `f` runs once:
+    /// there is one writer, so nothing conflicts with it.
+    pub async fn write<T, F>(&self, mut f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let job: Job = Box::new(move |conn: Option<&mut dyn Tx>| {
+            let Some(conn) = conn else {
+                let deliver: Deliver = Box::new(move |group: Result<()>| {
+                    let _ = tx.send(group.and_then(|()| Err(Error::internal("a write was skipped"))));
+                });
+                return (false, deliver);
+            };
+            let result = guarded(|| f(conn));
+            let ok = result.is_ok();
+            let deliver: Deliver = Box::new(move |committed: Result<()>| {
+                let _ = tx.send(result.and_then(|v| committed.map(|()| v)));
+            });
+            (ok, deliver)
+        });
+        let queue = self.jobs.as_ref().ok_or_else(|| Error::unavailable("database closed"))?;
+        queue.send(job).map_err(|_| Error::unavailable("the writer has stopped"))?;
+        rx.await.map_err(|_| Error::internal("the writer dropped a write"))?
+    }
+}

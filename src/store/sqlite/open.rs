@@ -1,0 +1,94 @@
+//! Opening a SQLite database: per-connection settings, journal mode and migrations.
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use crate::store::{Durability, Options};
+
+/// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
+const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql")];
+/// Marks a file as a coursed database ("crsd").
+const APPLICATION_ID: i64 = 0x6372_7364;
+
+/// Opens the read-write connection: settings, journal mode, migrations.
+pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
+    let fail = |e: rusqlite::Error| format!("cannot open database {}: {e}", opts.path);
+    let flags = OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE;
+    let mut writer = Connection::open_with_flags(target, flags).map_err(fail)?;
+    // Rows of a few KiB fit in one 8 KiB page: read in place from the mapping, with no
+    // overflow pages to assemble. Takes effect only on a new, empty file.
+    writer.pragma_update(None, "page_size", 8192).map_err(fail)?;
+    configure(&writer, opts.busy_timeout).map_err(fail)?;
+    let sync = match opts.durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    writer.pragma_update(None, "synchronous", sync).map_err(fail)?;
+    // Each write runs in a savepoint, whose journal of original pages is a temporary file by
+    // default: a write system call for every page a write touches. Keep it in memory.
+    writer.pragma_update(None, "temp_store", "MEMORY").map_err(fail)?;
+    // WAL lets readers go on while the writer commits; set once, outside any transaction.
+    let mode = if opts.path == ":memory:" { "MEMORY" } else { "WAL" };
+    let got: String = writer.pragma_update_and_check(None, "journal_mode", mode, |r| r.get(0)).map_err(fail)?;
+    if !got.eq_ignore_ascii_case(mode) {
+        return Err(format!("cannot open database {}: journal_mode {mode} refused ({got})", opts.path));
+    }
+    migrate(&mut writer).map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
+    Ok(writer)
+}
+
+/// Creates (or migrates) the database file `path` and closes it again.
+pub fn create(path: &str) -> Result<(), String> {
+    open_writer(path, &Options::new(path, Durability::Full)).map(drop)
+}
+
+/// Per-connection settings, each for a reason.
+pub fn configure(c: &Connection, busy: Duration) -> rusqlite::Result<()> {
+    // Enforce the schema's REFERENCES clauses (cascade, set null).
+    c.pragma_update(None, "foreign_keys", true)?;
+    // Wait for another process's lock rather than failing at once.
+    c.busy_timeout(busy)?;
+    // Read pages straight from a mapping of the whole file instead of copying them into the
+    // heap (the build raises SQLite's cap on the mapping: see .cargo/config.toml).
+    c.pragma_update(None, "mmap_size", 1i64 << 40)?;
+    // A small page cache keeps private memory low; mmap serves the reads.
+    c.pragma_update(None, "cache_size", -2048)?;
+    c.set_prepared_statement_cache_capacity(64);
+    Ok(())
+}
+
+/// Brings the schema up to date; refuses files that are newer or not ours.
+fn migrate(c: &mut Connection) -> Result<(), String> {
+    let sql = |e: rusqlite::Error| e.to_string();
+    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
+    let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
+    let app: i64 = tx.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(sql)?;
+    let known = MIGRATIONS.len() as i64;
+    if app != 0 && app != APPLICATION_ID {
+        return Err(format!("the file belongs to another application (application_id {app:#x})"));
+    }
+    if version > known {
+        return Err(format!(
+            "its schema version is {version}, newer than this coursed knows ({known}); use a newer coursed"
+        ));
+    }
+    if version == 0 {
+        let tables: i64 = tx.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0)).map_err(sql)?;
+        if tables > 0 {
+            return Err("it holds tables but is not a coursed database".into());
+        }
+    }
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(step).map_err(|e| format!("migration {} failed: {e}", i + 1))?;
+    }
+    if version < known {
+        tx.pragma_update(None, "user_version", known).map_err(sql)?;
+        tx.pragma_update(None, "application_id", APPLICATION_ID).map_err(sql)?;
+        log::info!("database schema migrated from version {version} to {known}");
+    }
+    tx.commit().map_err(sql)
+}

@@ -1,0 +1,180 @@
+//! What the engine-neutral store code sees of a database: a [`Tx`] that runs SQL with `?`
+//! placeholders over neutral [`Value`]s and hands back rows as [`Cell`]s, and the few kinds of
+//! failure ([`DbError`]) that the API answers differently.
+//!
+//! Each engine implements [`Tx`] and [`Row`] in its own module; nothing above this file names
+//! rusqlite or postgres types.
+
+use crate::error::Error;
+use crate::store::dialect::Dialect;
+use crate::store::paging::PageIndex;
+
+/// A value bound to a statement or read into a [`crate::store::Record`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Null,
+    Int(i64),
+    Bool(bool),
+    Text(String),
+    /// A point in time, milliseconds since the Unix epoch (UTC).
+    Time(i64),
+    /// A list of ids, bound as one parameter (see [`Dialect::in_ids`]).
+    Ids(Vec<String>),
+}
+
+impl Value {
+    /// The value as a borrowed cell (`Ids` has no cell form and reads as null).
+    pub fn cell(&self) -> Cell<'_> {
+        match self {
+            Value::Null | Value::Ids(_) => Cell::Null,
+            Value::Int(i) => Cell::Int(*i),
+            Value::Bool(b) => Cell::Bool(*b),
+            Value::Text(s) => Cell::Text(s.as_bytes()),
+            Value::Time(ms) => Cell::Time(*ms),
+        }
+    }
+
+    /// Some text, or null.
+    pub fn text_or_null(s: Option<&str>) -> Value {
+        s.map_or(Value::Null, |s| Value::Text(s.to_owned()))
+    }
+}
+
+/// One column of a row as the engine holds it, read in place.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cell<'a> {
+    Null,
+    Int(i64),
+    Bool(bool),
+    /// Text as stored (UTF-8 unless another program wrote the file).
+    Text(&'a [u8]),
+    Time(i64),
+}
+
+impl<'a> Cell<'a> {
+    pub fn as_str(self) -> Option<&'a str> {
+        match self {
+            Cell::Text(t) => std::str::from_utf8(t).ok(),
+            _ => None,
+        }
+    }
+    pub fn as_i64(self) -> Option<i64> {
+        match self {
+            Cell::Int(i) => Some(i),
+            Cell::Bool(b) => Some(i64::from(b)),
+            _ => None,
+        }
+    }
+    /// An owned copy.
+    pub fn to_value(self) -> Value {
+        match self {
+            Cell::Null => Value::Null,
+            Cell::Int(i) => Value::Int(i),
+            Cell::Bool(b) => Value::Bool(b),
+            Cell::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+            Cell::Time(ms) => Value::Time(ms),
+        }
+    }
+}
+
+/// A row being stepped.
+pub trait Row {
+    fn cell(&self, i: usize) -> Cell<'_>;
+}
+
+/// A failure of the database, in the kinds the API answers differently.
+#[derive(Debug, Clone)]
+pub enum DbError {
+    /// A unique index refused a duplicate of `table.column`.
+    Unique { table: String, column: String },
+    /// Busy, locked, full, read-only, unreachable, or a conflict with a concurrent
+    /// transaction that retrying did not resolve: nothing was written, retry later (503).
+    Unavailable(String),
+    /// Anything else: a fault (500).
+    Other(String),
+}
+
+impl From<DbError> for Error {
+    fn from(e: DbError) -> Error {
+        match e {
+            DbError::Unavailable(cause) => Error::unavailable(cause),
+            DbError::Unique { table, column } => Error::internal(format!("unexpected duplicate of {table}.{column}")),
+            DbError::Other(cause) => Error::internal(cause),
+        }
+    }
+}
+
+/// A connection inside one unit of work (a read, a read snapshot, or a write transaction).
+///
+/// SQL uses `?` placeholders, bound in order; each engine prepares a statement once per
+/// connection and reuses it.
+pub trait Tx {
+    fn dialect(&self) -> Dialect;
+    /// Runs `sql` and calls `each` with every row; returns the number of rows.
+    fn query(&mut self, sql: &str, params: &[Value], each: &mut dyn FnMut(&dyn Row)) -> Result<u64, DbError>;
+    /// Runs a statement that returns no rows; returns the number of rows changed.
+    fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError>;
+    /// Starts a read snapshot: the reads until [`Tx::end_snapshot`] see one state.
+    fn begin_snapshot(&mut self) -> Result<(), DbError>;
+    fn end_snapshot(&mut self) -> Result<(), DbError>;
+    /// Where the pages of each table start (see [`crate::store::paging`]).
+    fn pages(&self) -> &PageIndex;
+}
+
+impl dyn Tx + '_ {
+    /// The first column of the first row, if any.
+    pub fn first(&mut self, sql: &str, params: &[Value]) -> Result<Option<Value>, DbError> {
+        let mut out = None;
+        self.query(sql, params, &mut |r| {
+            if out.is_none() {
+                out = Some(r.cell(0).to_value());
+            }
+        })?;
+        Ok(out)
+    }
+
+    /// Whether `sql` returns a row.
+    pub fn exists(&mut self, sql: &str, params: &[Value]) -> Result<bool, DbError> {
+        Ok(self.first(sql, params)?.is_some())
+    }
+
+    /// The first column of every row, as text.
+    pub fn strings(&mut self, sql: &str, params: &[Value]) -> Result<Vec<String>, DbError> {
+        let mut out = Vec::new();
+        self.query(sql, params, &mut |r| out.push(r.cell(0).as_str().unwrap_or_default().to_owned()))?;
+        Ok(out)
+    }
+}
+
+/// Runs several reads as one consistent snapshot.
+pub fn snapshot<T>(tx: &mut dyn Tx, f: impl FnOnce(&mut dyn Tx) -> crate::error::Result<T>) -> crate::error::Result<T> {
+    tx.begin_snapshot()?;
+    let value = f(tx);
+    let ended = tx.end_snapshot();
+    let value = value?;
+    ended?;
+    Ok(value)
+}
+
+/// Runs `f`, turning a panic into a 500 so that no request can take a thread down.
+pub fn guarded<T>(f: impl FnOnce() -> crate::error::Result<T>) -> crate::error::Result<T> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(Error::internal("a database closure panicked")))
+}
+
+/// What every connection of one database shares: the page index and, for tests, a count of
+/// the statements run.
+#[derive(Default)]
+pub struct Shared {
+    pub pages: PageIndex,
+    pub statements: Option<std::sync::atomic::AtomicU64>,
+}
+
+impl Shared {
+    /// Counts one statement, when counting was asked for.
+    pub fn count(&self) {
+        if let Some(c) = &self.statements {
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}

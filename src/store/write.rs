@@ -1,0 +1,90 @@
+//! Create, update and delete of a resource, driven by its declaration.
+
+use super::relations;
+use super::select::must_exist;
+use super::tx::{DbError, Tx, Value};
+use crate::error::{Error, Problem, Result};
+use crate::jsonapi::body::{singular, Changes};
+use crate::resources::ResourceType;
+
+/// Inserts a new resource and its relationships; returns its id.
+pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> Result<String> {
+    let id = uuid::Uuid::now_v7().hyphenated().to_string();
+    let now = crate::time::now_ms();
+    relations::check_targets_exist(tx, &changes.relationships)?;
+    let mut columns = vec!["id", "created_at", "updated_at"];
+    let mut values = vec![Value::Text(id.clone()), Value::Time(now), Value::Time(now)];
+    for (attr, value) in &changes.attributes {
+        columns.push(attr.name);
+        values.push(value.clone());
+    }
+    for l in changes.relationships.iter().filter(|l| l.rel.is_to_one()) {
+        relations::check_parent_allowed(l)?;
+        columns.push(l.rel.fk.column);
+        values.push(Value::text_or_null(l.ids.first().map(String::as_str)));
+    }
+    let marks = vec!["?"; columns.len()].join(", ");
+    let sql = format!("INSERT INTO {} ({}) VALUES ({marks})", rt.table, columns.join(", "));
+    tx.execute(&sql, &values).map_err(|e| unique_violation(rt, e))?;
+    for l in changes.relationships.iter().filter(|l| !l.rel.is_to_one()) {
+        relations::replace_children(tx, l, &id, now)?;
+    }
+    Ok(id)
+}
+
+/// Applies a partial update; absent attributes and relationships keep their values.
+pub fn update(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str, changes: &Changes) -> Result<()> {
+    must_exist(tx, rt, id)?;
+    let now = crate::time::now_ms();
+    relations::check_targets_exist(tx, &changes.relationships)?;
+    let mut sets = vec!["updated_at = ?".to_owned()];
+    let mut values = vec![Value::Time(now)];
+    for (attr, value) in &changes.attributes {
+        sets.push(format!("{} = ?", attr.name));
+        values.push(value.clone());
+    }
+    for l in changes.relationships.iter().filter(|l| l.rel.is_to_one()) {
+        relations::check_parent_allowed(l)?;
+        sets.push(format!("{} = ?", l.rel.fk.column));
+        values.push(Value::text_or_null(l.ids.first().map(String::as_str)));
+    }
+    values.push(Value::Text(id.to_owned()));
+    let sql = format!("UPDATE {} SET {} WHERE id = ?", rt.table, sets.join(", "));
+    tx.execute(&sql, &values).map_err(|e| unique_violation(rt, e))?;
+    for l in changes.relationships.iter().filter(|l| !l.rel.is_to_one()) {
+        relations::replace_children(tx, l, id, now)?;
+    }
+    Ok(())
+}
+
+/// Deletes a resource: children through nullable keys are unlinked (their `updated_at` moves),
+/// children through not-null keys are deleted with it (the schema's cascade).
+pub fn delete(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str) -> Result<()> {
+    must_exist(tx, rt, id)?;
+    let now = crate::time::now_ms();
+    for rel in rt.relationships.iter().filter(|r| !r.is_to_one() && r.fk.nullable) {
+        relations::unlink_all_children(tx, rel, id, now)?;
+    }
+    tx.execute(&format!("DELETE FROM {} WHERE id = ?", rt.table), &[Value::Text(id.to_owned())])?;
+    Ok(())
+}
+
+/// A duplicate of a unique attribute is the client's conflict (409), anything else a fault.
+fn unique_violation(rt: &ResourceType, e: DbError) -> Error {
+    let dup = match &e {
+        DbError::Unique { table, column } if table == rt.table => {
+            rt.attributes.iter().find(|a| a.unique && a.name == column)
+        }
+        _ => None,
+    };
+    match dup {
+        Some(a) => Problem::new(
+            warp::http::StatusCode::CONFLICT,
+            "duplicate",
+            format!("Another {} already has this `{}`; it must be unique.", singular(rt), a.name),
+        )
+        .at(format!("/data/attributes/{}", a.name))
+        .into(),
+        None => e.into(),
+    }
+}
