@@ -23,11 +23,28 @@ pub enum Command {
     Load(LoadArgs),
     /// Generate a deterministic demo or load-test catalogue of any size into a new database.
     Generate(GenerateArgs),
+    /// Copy every module, subject and chapter (ids and timestamps kept) from one database to
+    /// another, SQLite or PostgreSQL, in one transaction on the target.
+    Copy(CopyArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CopyArgs {
+    /// The source: a SQLite file or a postgres:// URL.
+    #[arg(long)]
+    pub from: String,
+    /// The target: a SQLite file (created if missing) or a postgres:// URL; it must hold no
+    /// resources unless --replace is given.
+    #[arg(long)]
+    pub to: String,
+    /// Delete what the target holds first (in the same transaction as the copy).
+    #[arg(long)]
+    pub replace: bool,
 }
 
 #[derive(Debug, Clone, Args)]
 pub struct LoadArgs {
-    /// The database to create.
+    /// The database to fill (a SQLite file or a postgres:// URL); it must hold no resources.
     #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
     pub database: String,
     /// The dataset file (JSON).
@@ -39,7 +56,7 @@ pub struct LoadArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct GenerateArgs {
-    /// The database to create.
+    /// The database to fill (a SQLite file or a postgres:// URL); it must hold no resources.
     #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
     pub database: String,
     #[arg(long, default_value_t = 100)]
@@ -66,9 +83,16 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_PORT", default_value_t = 8080)]
     pub port: u16,
 
-    /// SQLite database file, created if missing; `:memory:` for a throw-away database.
+    /// The database: a SQLite file (created if missing), `:memory:` for a throw-away database, or
+    /// a PostgreSQL URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=disable|prefer|require
+    /// (prefer and require encrypt with TLS but, as libpq does, do not verify the certificate).
     #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
     pub database: String,
+
+    /// How long to wait at start for a PostgreSQL server that does not answer yet (retrying with
+    /// back-off) before giving up with an error, e.g. 30s, 5m.
+    #[arg(long, env = "COURSED_DATABASE_WAIT", default_value = "60s", value_parser = parse_duration)]
+    pub database_wait: std::time::Duration,
 
     /// An accepted bearer token; repeat the flag for several. The variable takes a comma-separated list.
     #[arg(long = "token", env = "COURSED_TOKENS", value_delimiter = ',', hide_env_values = true)]
@@ -99,4 +123,21 @@ pub struct ServeArgs {
     /// Largest accepted request body in bytes (larger bodies get 413).
     #[arg(long, env = "COURSED_BODY_LIMIT", default_value_t = crate::app::DEFAULT_BODY_LIMIT)]
     pub body_limit: usize,
+}
+
+/// A duration such as `500ms`, `30s`, `5m` or `1h` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration like 30s, 5m or 1h"))?;
+    let secs = match unit {
+        "ms" => return Ok(std::time::Duration::from_millis(n)),
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => return Err(format!("{s:?}: the unit must be ms, s, m, h or d")),
+    };
+    Ok(std::time::Duration::from_secs(secs))
 }

@@ -18,7 +18,6 @@ pub mod time;
 pub mod tokens;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,19 +29,12 @@ use tokens::Tokens;
 /// How long in-flight requests may run on after a shutdown signal.
 pub const DRAIN: Duration = Duration::from_secs(10);
 
-/// A token generated because none was configured.
-#[derive(Debug)]
-pub struct NewToken {
-    pub token: String,
-    /// Where it was stored (`None` for a throw-away database).
-    pub path: Option<PathBuf>,
-}
-
-/// Opens the database and gathers the tokens for `coursed serve`.
-pub async fn open(args: &ServeArgs) -> Result<(App, Option<NewToken>), String> {
-    let memory = args.mock || args.database == ":memory:";
+/// Opens the database and gathers the tokens for `coursed serve`; with none configured, also
+/// the token generated (or read back) for this start, to be printed when new.
+pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), String> {
     let path = if args.mock { ":memory:".to_owned() } else { args.database.clone() };
-    let opts = store::Options::new(&path, args.durability);
+    let mut opts = store::Options::new(&path, args.durability);
+    opts.wait = args.database_wait;
     let db = tokio::task::spawn_blocking(move || store::Db::open(&opts)).await.map_err(|e| e.to_string())??;
     if args.mock {
         mock::seed(&db).await?;
@@ -53,30 +45,16 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<NewToken>), String> {
         list.extend(tokens::read_file(file)?);
     }
     let mut accepted = Tokens::new(list);
-    let mut new_token = None;
+    let mut bootstrap = None;
     if accepted.is_empty() {
-        let stored = (!memory).then(|| tokens::bootstrap_path(&args.database));
-        match &stored {
-            Some(p) if p.exists() => {
-                accepted = Tokens::new(tokens::read_file(p)?);
-                if accepted.is_empty() {
-                    return Err(format!("tokens file {} holds no token; add one or remove the file", p.display()));
-                }
-            }
-            _ => {
-                let token = tokens::generate();
-                if let Some(p) = &stored {
-                    tokens::store_new(p, &token)?;
-                }
-                accepted = Tokens::new([token.clone()]);
-                new_token = Some(NewToken { token, path: stored });
-            }
-        }
+        let b = db.bootstrap_token(&path).await?;
+        accepted = Tokens::new([b.token.clone()]);
+        bootstrap = Some(b);
     }
 
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
     let app = App { db, tokens: accepted, public_url, body_limit: args.body_limit };
-    Ok((app, new_token))
+    Ok((app, bootstrap))
 }
 
 /// `scheme://host[:port]` (a trailing `/` allowed) as the base of links.

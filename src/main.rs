@@ -12,7 +12,8 @@ fn main() -> ExitCode {
     let started = std::time::Instant::now();
     let filled = match Cli::parse().command {
         Command::Serve(args) => return serve(args),
-        Command::Load(a) => dataset::load(&a.database, &a.file, a.ids_dir.as_deref()).map(|c| (a.database, c)),
+        Command::Load(a) => dataset::load(&a.database, &a.file, a.ids_dir.as_deref())
+            .map(|c| format!("{}: {c}", coursed::store::display_name(&a.database))),
         Command::Generate(a) => {
             let shape = dataset::Shape {
                 modules: a.modules,
@@ -20,13 +21,17 @@ fn main() -> ExitCode {
                 chapters_per_subject: a.chapters_per_subject,
                 seed: a.seed,
             };
-            dataset::generate(&a.database, shape, a.ids_dir.as_deref()).map(|c| (a.database, c))
+            dataset::generate(&a.database, shape, a.ids_dir.as_deref())
+                .map(|c| format!("{}: {c}", coursed::store::display_name(&a.database)))
         }
+        Command::Copy(a) => dataset::copy(&a.from, &a.to, a.replace).map(|c| {
+            let (from, to) = (coursed::store::display_name(&a.from), coursed::store::display_name(&a.to));
+            format!("copied {c} from {from} to {to}")
+        }),
     };
     match filled {
-        Ok((db, c)) => {
-            let secs = started.elapsed().as_secs_f64();
-            println!("{db}: {} modules, {} subjects, {} chapters in {secs:.1} s", c.modules, c.subjects, c.chapters);
+        Ok(summary) => {
+            println!("{summary} in {:.1} s", started.elapsed().as_secs_f64());
             ExitCode::SUCCESS
         }
         Err(e) => fail(&e),
@@ -48,9 +53,8 @@ fn serve(args: ServeArgs) -> ExitCode {
             .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let mut out = std::io::stdout().lock();
-        if let Some(t) = new_token {
-            let kept =
-                t.path.map_or("it lasts until coursed stops".to_owned(), |p| format!("stored in {}", p.display()));
+        if let Some(t) = new_token.filter(|t| t.created) {
+            let kept = t.kept.map_or("it lasts until coursed stops".to_owned(), |k| format!("stored {k}"));
             let _ = writeln!(out, "no token configured: generated one ({kept}):\n{}", t.token);
         }
         // The readiness line: clients and scripts wait for it (and read the port from it).

@@ -94,6 +94,15 @@ pub enum DbError {
     Other(String),
 }
 
+impl std::fmt::Display for DbError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DbError::Unique { table, column } => write!(f, "a duplicate of {table}.{column}"),
+            DbError::Unavailable(cause) | DbError::Other(cause) => f.write_str(cause),
+        }
+    }
+}
+
 impl From<DbError> for Error {
     fn from(e: DbError) -> Error {
         match e {

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{one, TestApp};
+use crate::helpers::{on_both, one, TestApp};
 
 /// `n` subjects titled "S00".."S{n-1}" in module `m` (created in id order).
 async fn subjects(t: &TestApp, n: usize, m: Option<&str>) -> Vec<String> {
@@ -13,7 +13,7 @@ async fn subjects(t: &TestApp, n: usize, m: Option<&str>) -> Vec<String> {
     ids
 }
 
-#[tokio::test]
+on_both!(collections_are_paged_by_20_with_meta_and_links);
 async fn collections_are_paged_by_20_with_meta_and_links() {
     let t = TestApp::new().await;
     let ids = subjects(&t, 45, None).await;
@@ -39,7 +39,7 @@ async fn collections_are_paged_by_20_with_meta_and_links() {
     assert_eq!(r.body["links"]["prev"], "http://localhost:8080/v1/subjects?page%5Bnumber%5D=2");
 }
 
-#[tokio::test]
+on_both!(paging_links_keep_the_other_parameters);
 async fn paging_links_keep_the_other_parameters() {
     let t = TestApp::new().await;
     subjects(&t, 5, None).await;
@@ -62,7 +62,7 @@ async fn paging_links_keep_the_other_parameters() {
     assert_eq!(next.body["data"][0]["attributes"]["title"], "S00");
 }
 
-#[tokio::test]
+on_both!(a_page_past_the_end_is_empty_and_an_empty_collection_has_one_page);
 async fn a_page_past_the_end_is_empty_and_an_empty_collection_has_one_page() {
     let t = TestApp::new().await;
     let r = t.get("/v1/modules").await;
@@ -81,7 +81,7 @@ async fn a_page_past_the_end_is_empty_and_an_empty_collection_has_one_page() {
     r.assert_status(200);
 }
 
-#[tokio::test]
+on_both!(paging_parameters_out_of_bounds_are_400_naming_the_parameter);
 async fn paging_parameters_out_of_bounds_are_400_naming_the_parameter() {
     let t = TestApp::new().await;
     for (query, param) in [
@@ -101,7 +101,7 @@ async fn paging_parameters_out_of_bounds_are_400_naming_the_parameter() {
     assert_eq!(r.body["meta"]["page"]["perPage"], 100);
 }
 
-#[tokio::test]
+on_both!(sort_takes_several_fields_and_descending_with_id_as_tie_breaker);
 async fn sort_takes_several_fields_and_descending_with_id_as_tie_breaker() {
     let t = TestApp::new().await;
     let a1 = t.create("subjects", json!({"title": "A", "external_id": "z"}), Value::Null).await;
@@ -119,7 +119,7 @@ async fn sort_takes_several_fields_and_descending_with_id_as_tie_breaker() {
     t.get("/v1/chapters?sort=external_id").await.assert_error(400, "sort");
 }
 
-#[tokio::test]
+on_both!(filter_by_id_accepts_all_three_syntaxes);
 async fn filter_by_id_accepts_all_three_syntaxes() {
     let t = TestApp::new().await;
     let ids = subjects(&t, 4, None).await;
@@ -141,7 +141,7 @@ async fn filter_by_id_accepts_all_three_syntaxes() {
     t.get(&format!("/v1/subjects?filter[id]={}", many.join(","))).await.assert_error(400, "filter[id]");
 }
 
-#[tokio::test]
+on_both!(filters_by_external_id_module_and_availability);
 async fn filters_by_external_id_module_and_availability() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -176,7 +176,7 @@ async fn filters_by_external_id_module_and_availability() {
     t.get("/v1/modules?filter[module]=x").await.assert_error(400, "filter[module]");
 }
 
-#[tokio::test]
+on_both!(unknown_query_parameters_are_400_and_all_are_reported);
 async fn unknown_query_parameters_are_400_and_all_are_reported() {
     let t = TestApp::new().await;
     let r = t.get("/v1/subjects?colour=red&page[size]=0").await;
@@ -187,7 +187,7 @@ async fn unknown_query_parameters_are_400_and_all_are_reported() {
     t.get(&format!("/v1/modules/{m}/relationships/subjects?sort=id")).await.assert_error(400, "sort");
 }
 
-#[tokio::test]
+on_both!(to_many_related_endpoints_page_sort_and_filter_like_collections);
 async fn to_many_related_endpoints_page_sort_and_filter_like_collections() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -207,7 +207,7 @@ async fn to_many_related_endpoints_page_sort_and_filter_like_collections() {
     t.get(&format!("/v1/modules/{}/subjects", uuid::Uuid::now_v7())).await.assert_problem(404);
 }
 
-#[tokio::test]
+on_both!(counts_follow_moves_and_deletes);
 async fn counts_follow_moves_and_deletes() {
     let t = TestApp::new().await;
     let m1 = t.module("M1").await;
@@ -226,10 +226,10 @@ async fn counts_follow_moves_and_deletes() {
     assert_eq!(total(t.get("/v1/modules").await), 1);
 }
 
-/// The page index's generation of `table`, read from the database file.
-fn generation(t: &TestApp, table: &str) -> i64 {
-    let c = rusqlite::Connection::open(&t.path).unwrap();
-    c.query_row("SELECT gen FROM row_counts WHERE tbl = ?1 AND parent = ''", [table], |r| r.get(0)).unwrap()
+/// The page index's generation of `table`, read from the database.
+async fn generation(t: &TestApp, table: &str) -> i64 {
+    let sql = "SELECT CAST(sum(gen) AS BIGINT) FROM row_counts WHERE tbl = ? AND parent = ''";
+    t.sql_i64(sql, vec![coursed::store::Value::Text(table.into())]).await
 }
 
 async fn all_ids(t: &TestApp) -> Vec<String> {
@@ -244,7 +244,7 @@ async fn all_ids(t: &TestApp) -> Vec<String> {
     all
 }
 
-#[tokio::test]
+on_both!(deep_pages_are_the_same_with_and_without_the_page_index);
 async fn deep_pages_are_the_same_with_and_without_the_page_index() {
     let shape = coursed::dataset::Shape { modules: 2, subjects_per_module: 400, chapters_per_subject: 0, seed: 7 };
     let t = TestApp::generated(shape).await;
@@ -252,7 +252,7 @@ async fn deep_pages_are_the_same_with_and_without_the_page_index() {
     assert_eq!(all.len(), 800);
     assert!(all.windows(2).all(|w| w[0] < w[1]), "id order");
     // Deep pages asked for above start a background build of the index; wait for it.
-    let gen = generation(&t, "subjects");
+    let gen = generation(&t, "subjects").await;
     for _ in 0..500 {
         if t.app.db.pages().start("subjects", gen, 700).is_some() {
             break;
@@ -277,6 +277,6 @@ async fn deep_pages_are_the_same_with_and_without_the_page_index() {
     let removed = all.remove(300);
     t.delete(&format!("/v1/subjects/{removed}")).await.assert_status(204);
     all.push(t.subject("Newest", None).await);
-    assert_ne!(generation(&t, "subjects"), gen);
+    assert_ne!(generation(&t, "subjects").await, gen);
     check(all).await;
 }

@@ -2,9 +2,9 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{one, TestApp, JSONAPI, TOKEN};
+use crate::helpers::{on_both, one, TestApp, JSONAPI, TOKEN};
 
-#[tokio::test]
+on_both!(a_missing_or_wrong_token_is_401_before_routing);
 async fn a_missing_or_wrong_token_is_401_before_routing() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -28,7 +28,7 @@ async fn a_missing_or_wrong_token_is_401_before_routing() {
     r.assert_problem(401);
 }
 
-#[tokio::test]
+on_both!(unknown_paths_and_ids_are_404);
 async fn unknown_paths_and_ids_are_404() {
     let t = TestApp::new().await;
     t.get("/v1/teachers").await.assert_problem(404);
@@ -40,7 +40,7 @@ async fn unknown_paths_and_ids_are_404() {
     t.write("PATCH", "/v1/subjects/nope", body).await.assert_problem(404);
 }
 
-#[tokio::test]
+on_both!(a_known_path_with_another_method_is_405_with_allow);
 async fn a_known_path_with_another_method_is_405_with_allow() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -56,7 +56,7 @@ async fn a_known_path_with_another_method_is_405_with_allow() {
     }
 }
 
-#[tokio::test]
+on_both!(accept_is_negotiated_as_json_api_requires);
 async fn accept_is_negotiated_as_json_api_requires() {
     let t = TestApp::new().await;
     for accept in [
@@ -85,7 +85,7 @@ async fn accept_is_negotiated_as_json_api_requires() {
     }
 }
 
-#[tokio::test]
+on_both!(bodies_need_exactly_the_json_api_content_type);
 async fn bodies_need_exactly_the_json_api_content_type() {
     let t = TestApp::new().await;
     let body = json!({"data": {"type": "modules", "attributes": {"title": "M"}}}).to_string();
@@ -99,7 +99,7 @@ async fn bodies_need_exactly_the_json_api_content_type() {
     assert_eq!(t.get("/v1/modules").await.body["meta"]["page"]["total"], 0, "nothing was written");
 }
 
-#[tokio::test]
+on_both!(a_body_over_the_limit_is_413);
 async fn a_body_over_the_limit_is_413() {
     let t = TestApp::new().await;
     let big = "x".repeat(3 << 20);
@@ -107,7 +107,7 @@ async fn a_body_over_the_limit_is_413() {
     t.write("POST", "/v1/modules", body).await.assert_problem(413);
 }
 
-#[tokio::test]
+on_both!(documents_that_are_not_json_api_are_400);
 async fn documents_that_are_not_json_api_are_400() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -129,7 +129,7 @@ async fn documents_that_are_not_json_api_are_400() {
     r.assert_error(400, "/data");
 }
 
-#[tokio::test]
+on_both!(a_client_id_on_create_is_403);
 async fn a_client_id_on_create_is_403() {
     let t = TestApp::new().await;
     let body =
@@ -137,7 +137,7 @@ async fn a_client_id_on_create_is_403() {
     t.write("POST", "/v1/modules", body).await.assert_error(403, "/data/id");
 }
 
-#[tokio::test]
+on_both!(conflicts_are_409);
 async fn conflicts_are_409() {
     let t = TestApp::new().await;
     let m = t.create("modules", json!({"title": "M", "external_id": "E1"}), Value::Null).await;
@@ -157,7 +157,7 @@ async fn conflicts_are_409() {
     assert_eq!(t.get("/v1/modules?filter[external_id]=E1").await.ids(), vec![m]);
 }
 
-#[tokio::test]
+on_both!(every_invalid_value_is_reported_at_once_as_422);
 async fn every_invalid_value_is_reported_at_once_as_422() {
     let t = TestApp::new().await;
     let body = json!({"data": {"type": "subjects", "attributes": {
@@ -201,7 +201,7 @@ async fn every_invalid_value_is_reported_at_once_as_422() {
     assert_eq!(t.get("/v1/subjects").await.body["meta"]["page"]["total"], 0, "nothing was written");
 }
 
-#[tokio::test]
+on_both!(a_related_resource_that_does_not_exist_is_404_and_nothing_is_written);
 async fn a_related_resource_that_does_not_exist_is_404_and_nothing_is_written() {
     let t = TestApp::new().await;
     let ghost = uuid::Uuid::now_v7().to_string();
@@ -213,7 +213,7 @@ async fn a_related_resource_that_does_not_exist_is_404_and_nothing_is_written() 
     assert_eq!(t.get("/v1/chapters").await.body["meta"]["page"]["total"], 0);
 }
 
-#[tokio::test]
+on_both!(a_failed_write_leaves_earlier_state_untouched);
 async fn a_failed_write_leaves_earlier_state_untouched() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -229,7 +229,7 @@ async fn a_failed_write_leaves_earlier_state_untouched() {
     assert_eq!(t.get(&format!("/v1/subjects/{s}/relationships/chapters")).await.ids(), vec![c]);
 }
 
-#[tokio::test]
+on_both!(the_host_header_builds_links_and_a_bad_one_is_400);
 async fn the_host_header_builds_links_and_a_bad_one_is_400() {
     let t = TestApp::new().await;
     let r = t.send(t.req("GET", "/v1/modules").header("host", "school.example:9000")).await;
@@ -237,12 +237,11 @@ async fn the_host_header_builds_links_and_a_bad_one_is_400() {
     t.send(t.req("GET", "/v1/modules").header("host", "bad\"host")).await.assert_problem(400);
 }
 
-#[tokio::test]
+on_both!(a_write_blocked_by_another_process_is_503_with_retry_after_and_changes_nothing);
 async fn a_write_blocked_by_another_process_is_503_with_retry_after_and_changes_nothing() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
-    let other = rusqlite::Connection::open(&t.path).unwrap();
-    other.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let blocker = t.block_writes();
     let body = json!({"data": {"type": "modules", "id": m, "attributes": {"title": "Blocked"}}});
     let r = t.write("PATCH", &format!("/v1/modules/{m}"), body.clone()).await;
     r.assert_problem(503);
@@ -253,11 +252,11 @@ async fn a_write_blocked_by_another_process_is_503_with_retry_after_and_changes_
         "M",
         "reads go on meanwhile"
     );
-    other.execute_batch("COMMIT").unwrap();
+    blocker.release();
     t.write("PATCH", &format!("/v1/modules/{m}"), body).await.assert_status(200);
 }
 
-#[tokio::test]
+on_both!(hostile_requests_get_json_api_errors_and_the_server_keeps_serving);
 async fn hostile_requests_get_json_api_errors_and_the_server_keeps_serving() {
     let t = TestApp::new().await;
     let m = t.module("M").await;

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{Resp, TestApp};
+use crate::helpers::{on_both, Resp, TestApp};
 
 /// Two modules; module `i` has subjects "M{i}S{j}", each with two chapters.
 async fn catalogue(t: &TestApp, subjects_per_module: usize) -> (Vec<String>, Vec<String>) {
@@ -69,7 +69,7 @@ fn included_of(r: &Resp, ty: &str) -> usize {
     r.body["included"].as_array().map_or(0, |a| a.iter().filter(|v| v["type"] == ty).count())
 }
 
-#[tokio::test]
+on_both!(a_page_of_subjects_includes_modules_and_chapters_with_full_linkage);
 async fn a_page_of_subjects_includes_modules_and_chapters_with_full_linkage() {
     let t = TestApp::new().await;
     catalogue(&t, 3).await;
@@ -85,7 +85,7 @@ async fn a_page_of_subjects_includes_modules_and_chapters_with_full_linkage() {
     assert_eq!(ch["attributes"]["title"], "zero", "a subject's chapters come by position");
 }
 
-#[tokio::test]
+on_both!(include_runs_one_query_per_relationship_level_whatever_the_page_size);
 async fn include_runs_one_query_per_relationship_level_whatever_the_page_size() {
     let t = TestApp::new().await;
     catalogue(&t, 10).await;
@@ -109,7 +109,7 @@ async fn include_runs_one_query_per_relationship_level_whatever_the_page_size() 
     assert_eq!(deep, shallow + 1, "a second level is one more query");
 }
 
-#[tokio::test]
+on_both!(includes_reach_two_levels_on_every_kind_of_endpoint);
 async fn includes_reach_two_levels_on_every_kind_of_endpoint() {
     let t = TestApp::new().await;
     let (modules, subjects) = catalogue(&t, 2).await;
@@ -147,7 +147,7 @@ async fn includes_reach_two_levels_on_every_kind_of_endpoint() {
     assert_eq!(included_of(&r, "subjects"), 3);
 }
 
-#[tokio::test]
+on_both!(bad_include_paths_are_400);
 async fn bad_include_paths_are_400() {
     let t = TestApp::new().await;
     for path in ["teacher", "module.teacher", "subjects.chapters.subject", "module,"] {
@@ -160,7 +160,7 @@ async fn bad_include_paths_are_400() {
     }
 }
 
-#[tokio::test]
+on_both!(sparse_fieldsets_apply_to_primary_and_included_resources);
 async fn sparse_fieldsets_apply_to_primary_and_included_resources() {
     let t = TestApp::new().await;
     let (_, subjects) = catalogue(&t, 1).await;
@@ -190,7 +190,7 @@ async fn sparse_fieldsets_apply_to_primary_and_included_resources() {
     t.get("/v1/subjects?fields[teachers]=name").await.assert_error(400, "fields[teachers]");
 }
 
-#[tokio::test]
+on_both!(include_fields_paging_and_sort_work_together);
 async fn include_fields_paging_and_sort_work_together() {
     let t = TestApp::new().await;
     let (modules, _) = catalogue(&t, 6).await;

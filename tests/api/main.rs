@@ -4,5 +4,6 @@ mod errors;
 mod helpers;
 mod include_fields;
 mod openapi;
+mod pg_cluster;
 mod relationships;
 mod resources;

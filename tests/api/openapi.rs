@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde_json::{json, Value};
 
-use crate::helpers::{many, one, Resp, TestApp, JSONAPI};
+use crate::helpers::{many, on_both, one, Resp, TestApp, JSONAPI};
 
 const METHODS: [&str; 7] = ["GET", "POST", "PATCH", "DELETE", "PUT", "HEAD", "OPTIONS"];
 
@@ -92,7 +92,7 @@ async fn call(t: &TestApp, method: &str, url: &str, body: Option<&Value>) -> Res
     }
 }
 
-#[tokio::test]
+on_both!(the_document_is_served_without_a_token);
 async fn the_document_is_served_without_a_token() {
     let t = TestApp::new().await;
     let r = t.send(warp::test::request().path("/v1/openapi.json")).await;
@@ -103,7 +103,7 @@ async fn the_document_is_served_without_a_token() {
     assert_eq!(r.body["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
 }
 
-#[tokio::test]
+on_both!(every_described_operation_answers_as_described);
 async fn every_described_operation_answers_as_described() {
     let doc = coursed::openapi::document();
     let mut tried = 0;
@@ -150,7 +150,7 @@ async fn every_described_operation_answers_as_described() {
     assert!(tried >= 30, "only {tried} operations described");
 }
 
-#[tokio::test]
+on_both!(the_server_answers_no_route_that_the_document_omits);
 async fn the_server_answers_no_route_that_the_document_omits() {
     let doc = coursed::openapi::document();
     let t = TestApp::new().await;

@@ -2,9 +2,9 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{many, one, TestApp};
+use crate::helpers::{many, on_both, one, TestApp};
 
-#[tokio::test]
+on_both!(a_subjects_module_is_readable_as_related_resource_and_as_linkage);
 async fn a_subjects_module_is_readable_as_related_resource_and_as_linkage() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -31,7 +31,7 @@ async fn a_subjects_module_is_readable_as_related_resource_and_as_linkage() {
     t.get(&format!("/v1/subjects/{s}/relationships/teacher")).await.assert_problem(404);
 }
 
-#[tokio::test]
+on_both!(a_subjects_chapters_come_ordered_by_position_then_id);
 async fn a_subjects_chapters_come_ordered_by_position_then_id() {
     let t = TestApp::new().await;
     let s = t.subject("S", None).await;
@@ -58,7 +58,7 @@ async fn a_subjects_chapters_come_ordered_by_position_then_id() {
     assert_eq!(t.get(&format!("/v1/chapters?filter[subject]={s}&sort=position")).await.ids(), expected);
 }
 
-#[tokio::test]
+on_both!(one_foreign_key_answers_both_directions);
 async fn one_foreign_key_answers_both_directions() {
     let t = TestApp::new().await;
     let m1 = t.module("M1").await;
@@ -80,7 +80,7 @@ async fn one_foreign_key_answers_both_directions() {
     assert_eq!(t.get(&format!("/v1/subjects/{s}/relationships/module")).await.body["data"]["id"], m1.as_str());
 }
 
-#[tokio::test]
+on_both!(to_many_linkage_can_be_replaced_added_to_and_removed_from);
 async fn to_many_linkage_can_be_replaced_added_to_and_removed_from() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -104,7 +104,7 @@ async fn to_many_linkage_can_be_replaced_added_to_and_removed_from() {
     assert_eq!(t.get(&format!("/v1/subjects/{c}/module")).await.body["data"], Value::Null);
 }
 
-#[tokio::test]
+on_both!(naming_a_resource_that_does_not_exist_is_404_and_changes_nothing);
 async fn naming_a_resource_that_does_not_exist_is_404_and_changes_nothing() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -124,7 +124,7 @@ async fn naming_a_resource_that_does_not_exist_is_404_and_changes_nothing() {
         .assert_problem(404);
 }
 
-#[tokio::test]
+on_both!(to_one_relationship_urls_allow_only_get_and_patch);
 async fn to_one_relationship_urls_allow_only_get_and_patch() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -141,7 +141,7 @@ async fn to_one_relationship_urls_allow_only_get_and_patch() {
     assert_eq!(r.header("allow"), Some("GET"));
 }
 
-#[tokio::test]
+on_both!(linkage_of_the_wrong_type_is_422);
 async fn linkage_of_the_wrong_type_is_422() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -162,7 +162,7 @@ async fn linkage_of_the_wrong_type_is_422() {
     t.write("POST", "/v1/subjects", body).await.assert_error(422, "/data/relationships/module/data");
 }
 
-#[tokio::test]
+on_both!(a_chapter_can_never_be_left_without_a_subject);
 async fn a_chapter_can_never_be_left_without_a_subject() {
     let t = TestApp::new().await;
     let s = t.subject("S", None).await;
@@ -191,7 +191,7 @@ async fn a_chapter_can_never_be_left_without_a_subject() {
     assert_eq!(t.get(&format!("/v1/subjects/{s}/relationships/chapters")).await.ids(), vec![c.clone()]);
 }
 
-#[tokio::test]
+on_both!(linkage_writes_move_the_childs_updated_at);
 async fn linkage_writes_move_the_childs_updated_at() {
     let t = TestApp::new().await;
     let m = t.module("M").await;

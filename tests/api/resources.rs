@@ -2,9 +2,9 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{many, one, TestApp};
+use crate::helpers::{many, on_both, one, TestApp};
 
-#[tokio::test]
+on_both!(creating_a_module_returns_201_with_location_and_the_whole_resource);
 async fn creating_a_module_returns_201_with_location_and_the_whole_resource() {
     let t = TestApp::new().await;
     let r = t
@@ -35,7 +35,7 @@ async fn creating_a_module_returns_201_with_location_and_the_whole_resource() {
     assert!(uuid::Uuid::parse_str(&id).is_ok_and(|u| u.get_version_num() == 7), "{id}");
 }
 
-#[tokio::test]
+on_both!(timestamps_are_rfc3339_utc_with_milliseconds);
 async fn timestamps_are_rfc3339_utc_with_milliseconds() {
     let t = TestApp::new().await;
     let id = t.module("Time").await;
@@ -47,7 +47,7 @@ async fn timestamps_are_rfc3339_utc_with_milliseconds() {
     assert!(year >= 2024, "{created}");
 }
 
-#[tokio::test]
+on_both!(a_new_subject_gets_defaults_and_its_module_linkage);
 async fn a_new_subject_gets_defaults_and_its_module_linkage() {
     let t = TestApp::new().await;
     let m = t.module("Physics").await;
@@ -61,7 +61,7 @@ async fn a_new_subject_gets_defaults_and_its_module_linkage() {
     assert_eq!(r.body["links"]["self"], format!("http://localhost:8080/v1/subjects/{s}"));
 }
 
-#[tokio::test]
+on_both!(titles_are_trimmed_and_every_attribute_is_stored);
 async fn titles_are_trimmed_and_every_attribute_is_stored() {
     let t = TestApp::new().await;
     let attrs = json!({"title": "  Waves  ", "introduction": "intro", "content": "", "external_id": "EXT-1",
@@ -74,7 +74,7 @@ async fn titles_are_trimmed_and_every_attribute_is_stored() {
     assert_eq!(a["available_for_courses"], true);
 }
 
-#[tokio::test]
+on_both!(patch_is_partial_and_moves_updated_at_only);
 async fn patch_is_partial_and_moves_updated_at_only() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -96,7 +96,7 @@ async fn patch_is_partial_and_moves_updated_at_only() {
     assert_eq!(t.get(&format!("/v1/subjects/{id}")).await.body["data"], *after, "the response is what was stored");
 }
 
-#[tokio::test]
+on_both!(patch_can_clear_a_nullable_attribute_and_the_module);
 async fn patch_can_clear_a_nullable_attribute_and_the_module() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -110,7 +110,7 @@ async fn patch_can_clear_a_nullable_attribute_and_the_module() {
     assert_eq!(r.body["data"]["relationships"]["module"]["data"], Value::Null);
 }
 
-#[tokio::test]
+on_both!(relationships_in_create_and_update_bodies_are_whole_sets);
 async fn relationships_in_create_and_update_bodies_are_whole_sets() {
     let t = TestApp::new().await;
     let s1 = t.subject("One", None).await;
@@ -126,7 +126,7 @@ async fn relationships_in_create_and_update_bodies_are_whole_sets() {
     assert_eq!(r.body["data"], Value::Null, "a subject left out of the set has no module any more");
 }
 
-#[tokio::test]
+on_both!(chapters_can_be_moved_to_a_new_subject_on_create);
 async fn chapters_can_be_moved_to_a_new_subject_on_create() {
     let t = TestApp::new().await;
     let old = t.subject("Old", None).await;
@@ -136,7 +136,7 @@ async fn chapters_can_be_moved_to_a_new_subject_on_create() {
     assert_eq!(t.get(&format!("/v1/subjects/{old}/relationships/chapters")).await.ids(), Vec::<String>::new());
 }
 
-#[tokio::test]
+on_both!(a_chapter_is_a_full_resource);
 async fn a_chapter_is_a_full_resource() {
     let t = TestApp::new().await;
     let s = t.subject("S", None).await;
@@ -152,7 +152,7 @@ async fn a_chapter_is_a_full_resource() {
     assert_eq!(t.get("/v1/chapters").await.ids(), vec![c.clone()]);
 }
 
-#[tokio::test]
+on_both!(deleting_a_resource_returns_204_then_404);
 async fn deleting_a_resource_returns_204_then_404() {
     let t = TestApp::new().await;
     let m = t.module("Gone").await;
@@ -163,7 +163,7 @@ async fn deleting_a_resource_returns_204_then_404() {
     t.delete(&format!("/v1/modules/{m}")).await.assert_status(404);
 }
 
-#[tokio::test]
+on_both!(deleting_a_module_unlinks_its_subjects_and_moves_their_updated_at);
 async fn deleting_a_module_unlinks_its_subjects_and_moves_their_updated_at() {
     let t = TestApp::new().await;
     let m = t.module("M").await;
@@ -176,7 +176,7 @@ async fn deleting_a_module_unlinks_its_subjects_and_moves_their_updated_at() {
     assert!(after.body["data"]["attributes"]["updated_at"].as_str() > before.as_str());
 }
 
-#[tokio::test]
+on_both!(deleting_a_subject_deletes_its_chapters);
 async fn deleting_a_subject_deletes_its_chapters() {
     let t = TestApp::new().await;
     let s = t.subject("S", None).await;

@@ -10,6 +10,7 @@
 //!   transaction, commits once (one fsync for the group), and only then answers each request.
 //!   A failing write rolls back to its savepoint and leaves the others intact.
 
+mod bulk;
 mod open;
 mod tx;
 mod writer;
@@ -20,9 +21,11 @@ use std::thread::JoinHandle;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::OpenFlags;
 
+pub use self::bulk::bulk;
 pub use self::open::create;
 use self::tx::SqliteTx;
 use super::tx::{guarded, Shared, Tx};
+use super::Bootstrap;
 use super::Options;
 use crate::error::{Error, Result};
 
@@ -91,10 +94,10 @@ impl Sqlite {
     }
 
     /// Runs a bounded read (point lookups, index-ordered pages) on an idle connection, inline.
-    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    pub async fn read<T, F>(&self, mut f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&mut dyn Tx) -> Result<T> + Send + 'static,
+        F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
         match self.pool().try_get() {
             Some(conn) => guarded(|| f(&mut SqliteTx { conn: &conn, shared: &self.shared })),
@@ -102,11 +105,17 @@ impl Sqlite {
         }
     }
 
+    /// Runs `f` on a pooled connection in the calling thread.
+    pub fn read_blocking<T>(&self, f: impl FnOnce(&mut dyn Tx) -> T) -> Result<T> {
+        let conn = self.pool().get().map_err(Error::unavailable)?;
+        Ok(f(&mut SqliteTx { conn: &conn, shared: &self.shared }))
+    }
+
     /// Runs a read that may take long (scans, sorts, counts) on the blocking pool.
-    pub async fn scan<T, F>(&self, f: F) -> Result<T>
+    pub async fn scan<T, F>(&self, mut f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnOnce(&mut dyn Tx) -> Result<T> + Send + 'static,
+        F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
         let (pool, shared) = (self.pool().clone(), self.shared.clone());
         tokio::task::spawn_blocking(move || {
@@ -143,4 +152,24 @@ impl Sqlite {
         queue.send(job).map_err(|_| Error::unavailable("the writer has stopped"))?;
         rx.await.map_err(|_| Error::internal("the writer dropped a write"))?
     }
+}
+
+/// The generated token of `database`: kept beside the file in `<database>.tokens` (mode 0600)
+/// and read back by later starts; a `:memory:` database keeps none.
+pub fn bootstrap_token(database: &str, candidate: String) -> std::result::Result<Bootstrap, String> {
+    use crate::tokens;
+    if database == ":memory:" {
+        return Ok(Bootstrap { token: candidate, created: true, kept: None });
+    }
+    let path = tokens::bootstrap_path(database);
+    if path.exists() {
+        let stored = tokens::read_file(&path)?;
+        let token = stored
+            .into_iter()
+            .next()
+            .ok_or_else(|| format!("tokens file {} holds no token; add one or remove the file", path.display()))?;
+        return Ok(Bootstrap { token, created: false, kept: Some(format!("in {}", path.display())) });
+    }
+    tokens::store_new(&path, &candidate)?;
+    Ok(Bootstrap { token: candidate, created: true, kept: Some(format!("in {}", path.display())) })
 }

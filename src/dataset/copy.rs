@@ -1,0 +1,54 @@
+//! `coursed copy`: every module, subject and chapter, with ids and timestamps, from one
+//! database to another of either engine, in one transaction on the target.
+
+use std::io::IsTerminal as _;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::WAIT;
+use crate::resources::TYPES;
+use crate::store::bulk::{self, Counts, Loader};
+use crate::store::{display_name, Db, Durability, Options};
+
+/// Copies the catalogue of `from` into `to`, which must be empty unless `replace`. Shows a
+/// progress bar when stderr is a terminal.
+pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
+    if from == to {
+        return Err("--from and --to name the same database".into());
+    }
+    let mut opts = Options::new(from, Durability::Full);
+    opts.wait = WAIT;
+    let source = Db::open(&opts).map_err(|e| format!("source: {e}"))?;
+    let (src, dst) = (display_name(from), display_name(to));
+    let copied = source.read_blocking(|stx| {
+        // One snapshot of the source, however long the copy takes.
+        stx.begin_snapshot().map_err(|e| format!("cannot read {src}: {e}"))?;
+        let total = bulk::counts(stx).map_err(|e| format!("cannot read {src}: {e}"))?.total();
+        let bar = progress_bar(total);
+        let copied = crate::store::bulk(to, replace, WAIT, |dtx| {
+            let mut loader = Loader::new(dtx);
+            let shown = bar.clone();
+            loader.progress = Some(Box::new(move |n| shown.set_position(n)));
+            for rt in TYPES {
+                bulk::read_all(stx, rt, &mut |row| loader.push(rt, row))
+                    .map_err(|e| format!("copying {} from {src} to {dst} failed: {e}", rt.name))?;
+            }
+            loader.finish().map_err(|e| format!("copying into {dst} failed: {e}"))
+        });
+        bar.finish_and_clear();
+        let _ = stx.end_snapshot();
+        copied
+    });
+    copied.map_err(|e| format!("cannot read {src}: {:?}", e.problems.first().map(|p| &p.detail)))?
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} resources, {per_sec}, {eta} left") {
+        bar.set_style(style);
+    }
+    bar
+}

@@ -1,0 +1,151 @@
+//! Bulk loading: rows of every type streamed into an empty database in one transaction (the
+//! `generate`, `load` and `copy` commands), and the streaming read that `copy` feeds it from.
+//!
+//! A row holds the columns of [`Selection::whole`] in their order: `id`, every attribute, then
+//! every to-one relationship's column. Rows are inserted many to a statement.
+
+use super::select::Selection;
+use super::tx::{DbError, Row, Tx, Value};
+use crate::resources::{ResourceType, TYPES};
+
+/// Rows per `INSERT` statement.
+const ROWS_PER_INSERT: usize = 100;
+/// Rows per read of a `copy` source.
+const ROWS_PER_READ: usize = 1000;
+
+/// Rows written, per type in [`TYPES`] order.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts(pub [u64; 3]);
+
+impl Counts {
+    pub fn of(&self, rt: &ResourceType) -> u64 {
+        TYPES.iter().position(|t| t.name == rt.name).map_or(0, |i| self.0[i])
+    }
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+}
+
+impl std::fmt::Display for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let parts: Vec<String> = TYPES.iter().zip(self.0).map(|(t, n)| format!("{n} {}", t.name)).collect();
+        f.write_str(&parts.join(", "))
+    }
+}
+
+/// Inserts rows, buffering them into multi-row statements. Parents must come before their
+/// children (modules, subjects, chapters); [`Loader::finish`] writes what is buffered.
+pub struct Loader<'t> {
+    tx: &'t mut dyn Tx,
+    rt: Option<&'static ResourceType>,
+    rows: Vec<Value>,
+    pending: usize,
+    pub counts: Counts,
+    /// Called with the running total after every statement (a progress bar).
+    pub progress: Option<Box<dyn FnMut(u64) + 't>>,
+}
+
+impl<'t> Loader<'t> {
+    pub fn new(tx: &'t mut dyn Tx) -> Loader<'t> {
+        Loader { tx, rt: None, rows: Vec::new(), pending: 0, counts: Counts::default(), progress: None }
+    }
+
+    /// Adds a row of `rt` in [`Selection::whole`] column order.
+    pub fn push(&mut self, rt: &'static ResourceType, row: Vec<Value>) -> Result<(), DbError> {
+        if self.rt.is_some_and(|t| !std::ptr::eq(t, rt)) {
+            self.flush()?;
+        }
+        self.rt = Some(rt);
+        self.rows.extend(row);
+        self.pending += 1;
+        if self.pending == ROWS_PER_INSERT {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Adds a row of `rt` given by column name; columns not named are null.
+    pub fn insert(&mut self, rt: &'static ResourceType, fields: &[(&str, Value)]) -> Result<(), DbError> {
+        let row = columns(rt)
+            .map(|c| fields.iter().find(|(name, _)| *name == c).map_or(Value::Null, |(_, v)| v.clone()))
+            .collect();
+        self.push(rt, row)
+    }
+
+    fn flush(&mut self) -> Result<(), DbError> {
+        let Some(rt) = self.rt else { return Ok(()) };
+        if self.pending == 0 {
+            return Ok(());
+        }
+        let cols: Vec<&str> = columns(rt).collect();
+        let one = format!("({})", vec!["?"; cols.len()].join(", "));
+        let sql =
+            format!("INSERT INTO {} ({}) VALUES {}", rt.table, cols.join(", "), vec![one; self.pending].join(", "));
+        self.tx.execute(&sql, &self.rows)?;
+        if let Some(i) = TYPES.iter().position(|t| std::ptr::eq(*t, rt)) {
+            self.counts.0[i] += self.pending as u64;
+        }
+        self.rows.clear();
+        self.pending = 0;
+        if let Some(p) = &mut self.progress {
+            p(self.counts.total());
+        }
+        Ok(())
+    }
+
+    /// Writes what is buffered; returns the rows written.
+    pub fn finish(mut self) -> Result<Counts, DbError> {
+        self.flush()?;
+        Ok(self.counts)
+    }
+}
+
+/// The columns of a bulk row of `rt`.
+pub fn columns(rt: &'static ResourceType) -> impl Iterator<Item = &'static str> {
+    Selection::whole(rt).columns().split(", ")
+}
+
+/// Calls `each` with every row of `rt` in id order, in [`Selection::whole`] column order, read
+/// a thousand at a time so that memory stays bounded whatever the size of the table.
+pub fn read_all(
+    tx: &mut dyn Tx,
+    rt: &'static ResourceType,
+    each: &mut dyn FnMut(Vec<Value>) -> Result<(), DbError>,
+) -> Result<(), DbError> {
+    let select = format!("SELECT {} FROM {}", Selection::whole(rt).columns(), rt.table);
+    let first = format!("{select} ORDER BY id LIMIT {ROWS_PER_READ}");
+    let next = format!("{select} WHERE id > ? ORDER BY id LIMIT {ROWS_PER_READ}");
+    let width = columns(rt).count();
+    let mut after: Option<String> = None;
+    loop {
+        let mut rows: Vec<Vec<Value>> = Vec::with_capacity(ROWS_PER_READ);
+        let mut collect = |r: &dyn Row| rows.push((0..width).map(|i| r.cell(i).to_value()).collect());
+        match &after {
+            None => tx.query(&first, &[], &mut collect)?,
+            Some(id) => tx.query(&next, &[Value::Text(id.clone())], &mut collect)?,
+        };
+        let Some(last) = rows.last() else { return Ok(()) };
+        after = match &last[0] {
+            Value::Text(id) => Some(id.clone()),
+            _ => return Err(DbError::Other(format!("a row of {} has no text id", rt.table))),
+        };
+        let done = rows.len() < ROWS_PER_READ;
+        for row in rows {
+            each(row)?;
+        }
+        if done {
+            return Ok(());
+        }
+    }
+}
+
+/// How many resources `tx`'s database holds, per type.
+pub fn counts(tx: &mut dyn Tx) -> Result<Counts, DbError> {
+    let mut counts = Counts::default();
+    for (i, rt) in TYPES.iter().enumerate() {
+        let sql = "SELECT CAST(sum(n) AS BIGINT) FROM row_counts WHERE tbl = ? AND parent = ''";
+        counts.0[i] =
+            tx.first(sql, &[Value::Text(rt.table.to_owned())])?.and_then(|v| v.cell().as_i64()).unwrap_or(0) as u64;
+    }
+    Ok(counts)
+}

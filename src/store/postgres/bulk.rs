@@ -1,0 +1,74 @@
+//! Bulk loading into PostgreSQL: one transaction holding the tables exclusively, the counting
+//! triggers off while rows stream in and the counts computed once at the end.
+
+use std::time::Duration;
+
+use super::connect::Manager;
+use super::tx::PgTx;
+use crate::store::bulk::counts;
+use crate::store::tx::{Shared, Tx};
+
+const TABLES: &str = "modules, subjects, chapters";
+
+/// Runs `f` over a transaction on the database at `url` (migrated if needed), which must hold
+/// no resources unless `replace` (then they are removed first, in the same transaction).
+pub fn bulk<T>(
+    url: &str,
+    replace: bool,
+    wait: Duration,
+    f: impl FnOnce(&mut dyn Tx) -> Result<T, String>,
+) -> Result<T, String> {
+    let manager = Manager::new(url, Duration::from_secs(30))?;
+    let name = manager.describe();
+    let client = super::first_connection(&manager, &name, wait)?;
+    let mut conn = super::connect::PgConn { client, statements: Default::default(), broken: false };
+    super::migrate::migrate(&mut conn.client).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
+    let shared = Shared::default();
+    let mut tx = PgTx { conn: &mut conn, shared: &shared, conflict: false };
+    let fail = |e| format!("loading {name} failed: {e}");
+    // Servers on this database wait (and answer 503) rather than see a half-loaded catalogue.
+    tx.batch(&format!("BEGIN; LOCK TABLE {TABLES}, row_counts IN ACCESS EXCLUSIVE MODE")).map_err(fail)?;
+    let outcome = (|| {
+        let existing = counts(&mut tx).map_err(fail)?.total();
+        if existing > 0 && !replace {
+            return Err(format!("{name} already holds {existing} resources; use an empty database (or --replace)"));
+        }
+        if existing > 0 {
+            tx.batch(&format!("TRUNCATE {TABLES}, row_counts")).map_err(fail)?;
+        }
+        tx.batch(
+            "ALTER TABLE modules DISABLE TRIGGER USER; ALTER TABLE subjects DISABLE TRIGGER USER; \
+             ALTER TABLE chapters DISABLE TRIGGER USER",
+        )
+        .map_err(fail)?;
+        let value = f(&mut tx)?;
+        tx.batch(RECOUNT).map_err(fail)?;
+        tx.batch(
+            "ALTER TABLE modules ENABLE TRIGGER USER; ALTER TABLE subjects ENABLE TRIGGER USER; \
+             ALTER TABLE chapters ENABLE TRIGGER USER; COMMIT",
+        )
+        .map_err(fail)?;
+        Ok(value)
+    })();
+    if outcome.is_err() {
+        let _ = tx.batch("ROLLBACK");
+        return outcome;
+    }
+    tx.batch(&format!("ANALYZE {TABLES}")).map_err(fail)?;
+    outcome
+}
+
+/// The counts the triggers would have kept. The generation starts from the clock, so that a
+/// page index built by a server before a `--replace` can never look current afterwards.
+const RECOUNT: &str = "
+DELETE FROM row_counts;
+INSERT INTO row_counts (tbl, parent, slot, n, gen)
+    SELECT t.tbl, '', 0, t.n, t.n + (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+    FROM (SELECT 'modules' AS tbl, count(*) AS n FROM modules
+          UNION ALL SELECT 'subjects', count(*) FROM subjects
+          UNION ALL SELECT 'chapters', count(*) FROM chapters) AS t;
+INSERT INTO row_counts (tbl, parent, slot, n, gen)
+    SELECT 'subjects.module_id', module_id, 0, count(*), 0 FROM subjects WHERE module_id IS NOT NULL GROUP BY module_id;
+INSERT INTO row_counts (tbl, parent, slot, n, gen)
+    SELECT 'chapters.subject_id', subject_id, 0, count(*), 0 FROM chapters GROUP BY subject_id;
+";

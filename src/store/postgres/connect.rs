@@ -1,0 +1,158 @@
+//! Connecting to PostgreSQL: the URL, TLS (rustls, so that one static binary serves both
+//! engines), per-session settings, and the pool's connection manager.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::config::{Host, SslMode};
+use postgres::{Client, Config, Statement};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// A pooled connection with the statements prepared on it, keyed by their `?` form.
+pub struct PgConn {
+    pub client: Client,
+    pub statements: HashMap<String, Statement>,
+    /// The connection failed in a way that leaves it unusable (set by the transaction).
+    pub broken: bool,
+}
+
+/// Opens connections for the pool.
+pub struct Manager {
+    config: Config,
+    tls: MakeRustlsConnect,
+}
+
+impl Manager {
+    /// Parses `url` (`postgres://user:password@host:port/database?sslmode=...`). Every write
+    /// waits at most `lock_wait` for a lock held by another session before failing (503).
+    pub fn new(url: &str, lock_wait: Duration) -> Result<Manager, String> {
+        let mut config = Config::from_str(url).map_err(|e| format!("{}: {e}", redact(url)))?;
+        let lock_ms = lock_wait.as_millis();
+        config
+            .application_name("coursed")
+            .connect_timeout(Duration::from_secs(5))
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(30))
+            // Bounded waits: a lock held elsewhere, or a statement that runs away, end in a 503
+            // instead of holding a request (and a connection) indefinitely.
+            .options(&format!("-c lock_timeout={lock_ms} -c statement_timeout={}", lock_ms.max(30_000)));
+        Ok(Manager { config, tls: MakeRustlsConnect::new(tls_config()) })
+    }
+
+    /// `host:port/database` for messages (never the password).
+    pub fn describe(&self) -> String {
+        let host = match self.config.get_hosts().first() {
+            Some(Host::Tcp(h)) => h.clone(),
+            Some(Host::Unix(p)) => p.display().to_string(),
+            None => "localhost".into(),
+        };
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
+        format!("{host}:{port}/{}", self.config.get_dbname().or(self.config.get_user()).unwrap_or(""))
+    }
+
+    pub fn ssl_mode(&self) -> SslMode {
+        self.config.get_ssl_mode()
+    }
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = PgConn;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<PgConn, postgres::Error> {
+        let client = self.config.connect(self.tls.clone())?;
+        Ok(PgConn { client, statements: HashMap::new(), broken: false })
+    }
+
+    fn is_valid(&self, conn: &mut PgConn) -> Result<(), postgres::Error> {
+        conn.client.simple_query("").map(drop)
+    }
+
+    fn has_broken(&self, conn: &mut PgConn) -> bool {
+        conn.broken || conn.client.is_closed()
+    }
+}
+
+/// `url` without its password, for messages.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}{}", &url[..scheme + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// TLS as libpq does it for `sslmode=prefer` and `require`: the connection is encrypted, the
+/// server's certificate is not checked against a CA (libpq checks it only for `verify-ca` and
+/// `verify-full`, which coursed does not offer). Handshake signatures are still verified.
+fn tls_config() -> rustls::ClientConfig {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .expect("ring supports the default protocol versions")
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider)))
+        .with_no_client_auth()
+}
+
+#[derive(Debug)]
+struct EncryptOnly(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for EncryptOnly {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_parsed_and_passwords_never_shown() {
+        let m = Manager::new("postgres://u:secret@db.example:5433/school?sslmode=require", Duration::from_secs(5));
+        let m = m.unwrap();
+        assert_eq!(m.describe(), "db.example:5433/school");
+        assert_eq!(m.ssl_mode(), SslMode::Require);
+        assert_eq!(redact("postgresql://u:secret@h/d"), "postgresql://u@h/d");
+        assert!(Manager::new("postgres://h/d?sslmode=sometimes", Duration::from_secs(1)).is_err());
+    }
+}

@@ -1,0 +1,219 @@
+//! The PostgreSQL engine: a pool of connections shared by reads and writes, any number of
+//! coursed processes on one database.
+//!
+//! * Every unit of work runs on the blocking pool (the client blocks on the network).
+//! * A single-statement read runs as it is; a read snapshot is a `REPEATABLE READ READ ONLY`
+//!   transaction; a write is a `SERIALIZABLE` transaction, so that the rules checked by the
+//!   generic code (existence, whole-set replaces, orphans) hold against concurrent writes from
+//!   other replicas. A serialization failure or deadlock is retried here, with back-off, and
+//!   never reaches the client unless it persists (then 503).
+//! * A connection lost (the server restarted, say) is dropped from the pool and the work is
+//!   retried on another one, unless the loss hit a `COMMIT`, whose outcome is then unknown: that
+//!   request gets a 503.
+
+mod bulk;
+mod connect;
+mod migrate;
+mod tx;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use self::connect::Manager;
+use self::tx::PgTx;
+use super::tx::{guarded, DbError, Shared, Tx};
+use super::Options;
+use crate::error::{Error, Result};
+
+pub use self::bulk::bulk;
+pub use self::connect::redact;
+
+/// Connections per process; several replicas share the server's `max_connections`.
+const POOL: u32 = 16;
+/// Attempts of one unit of work that meets conflicts or lost connections.
+const ATTEMPTS: u32 = 8;
+
+pub struct Postgres {
+    pool: Option<r2d2::Pool<Manager>>,
+    shared: Arc<Shared>,
+    name: Arc<str>,
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // Closing a client blocks on its socket, which must not happen on an async thread.
+        if let Some(pool) = self.pool.take() {
+            let _ = std::thread::Builder::new().name("coursed-pg-close".into()).spawn(move || drop(pool));
+        }
+    }
+}
+
+/// Whether a unit of work is a plain read or a write transaction.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Work {
+    Read,
+    Write,
+}
+
+impl Postgres {
+    /// Connects (waiting up to `opts.wait` for the server to come up), migrates, and builds the
+    /// pool. Blocks.
+    pub fn open(opts: &Options, shared: Arc<Shared>) -> std::result::Result<Postgres, String> {
+        let manager = Manager::new(&opts.path, opts.busy_timeout)?;
+        let name: Arc<str> = manager.describe().into();
+        let manager_mode = manager.ssl_mode();
+        let mut client = first_connection(&manager, &name, opts.wait)?;
+        migrate::migrate(&mut client).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
+        drop(client);
+        let pool = r2d2::Pool::builder()
+            .max_size(POOL)
+            .min_idle(Some(1))
+            .connection_timeout(Duration::from_secs(3))
+            .test_on_check_out(false)
+            .build_unchecked(manager);
+        log::info!("serving PostgreSQL database {name} (sslmode {:?})", manager_mode);
+        Ok(Postgres { pool: Some(pool), shared, name })
+    }
+
+    fn pool(&self) -> &r2d2::Pool<Manager> {
+        self.pool.as_ref().expect("the pool lives as long as the engine")
+    }
+
+    pub async fn read<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
+        self.spawn(Work::Read, f).await
+    }
+
+    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
+        self.spawn(Work::Write, f).await
+    }
+
+    /// Runs `f` on a pooled connection in the calling thread (not an async one).
+    pub fn read_blocking<T>(&self, f: impl FnOnce(&mut dyn Tx) -> T) -> Result<T> {
+        let mut conn =
+            self.pool().get().map_err(|e| Error::unavailable(format!("no connection to {}: {e}", self.name)))?;
+        Ok(f(&mut PgTx { conn: &mut conn, shared: &self.shared, conflict: false }))
+    }
+
+    async fn spawn<T, F>(&self, work: Work, mut f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
+        let (pool, shared, name) = (self.pool().clone(), self.shared.clone(), self.name.clone());
+        tokio::task::spawn_blocking(move || run(&pool, &shared, &name, work, &mut f)).await.map_err(Error::internal)?
+    }
+}
+
+/// Runs `f` until it succeeds, fails for a reason of its own, or retrying is over.
+fn run<T>(
+    pool: &r2d2::Pool<Manager>,
+    shared: &Shared,
+    name: &str,
+    work: Work,
+    f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>,
+) -> Result<T> {
+    let mut backoff = Duration::from_millis(2);
+    for attempt in 1..=ATTEMPTS {
+        let mut conn =
+            pool.get().map_err(|e| Error::unavailable(format!("no connection to PostgreSQL at {name}: {e}")))?;
+        let mut tx = PgTx { conn: &mut conn, shared, conflict: false };
+        let (result, unknown_outcome) = match work {
+            Work::Read => (guarded(|| f(&mut tx)), false),
+            Work::Write => transaction(&mut tx, f),
+        };
+        let retry = result.is_err() && !unknown_outcome && (tx.conflict || tx.conn.broken) && attempt < ATTEMPTS;
+        if !retry {
+            return result;
+        }
+        if tx.conflict {
+            log::debug!("retrying a transaction that conflicted with a concurrent one (attempt {attempt})");
+            std::thread::sleep(backoff + jitter(backoff));
+            backoff *= 2;
+        }
+    }
+    Err(Error::unavailable("PostgreSQL work was retried without success"))
+}
+
+/// Runs `f` in a serializable transaction; the flag says whether the connection was lost
+/// while committing (the outcome is then unknown, and the work must not be retried).
+fn transaction<T>(tx: &mut PgTx<'_>, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>) -> (Result<T>, bool) {
+    if let Err(e) = tx.batch("BEGIN ISOLATION LEVEL SERIALIZABLE") {
+        return (Err(e.into()), false);
+    }
+    match guarded(|| f(tx)) {
+        Ok(value) => match tx.batch("COMMIT") {
+            Ok(()) => (Ok(value), false),
+            Err(e) => {
+                let unknown = tx.conn.broken;
+                (Err(e.into()), unknown)
+            }
+        },
+        Err(e) => {
+            if !tx.conn.broken {
+                let _ = tx.batch("ROLLBACK");
+            }
+            (Err(e), false)
+        }
+    }
+}
+
+/// Up to `of`, so that transactions that conflicted do not retry in lockstep.
+fn jitter(of: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos();
+    of.mul_f64(f64::from(nanos % 1000) / 1000.0)
+}
+
+/// The first connection, for migrations: waits for a server that is starting or not yet
+/// reachable, with back-off, up to `wait`; fails at once on what waiting cannot fix (a wrong
+/// password, a database that does not exist).
+fn first_connection(manager: &Manager, name: &str, wait: Duration) -> std::result::Result<postgres::Client, String> {
+    use r2d2::ManageConnection;
+    let started = Instant::now();
+    let mut delay = Duration::from_millis(250);
+    loop {
+        match manager.connect() {
+            Ok(conn) => return Ok(conn.client),
+            Err(e) => {
+                let transient = e.as_db_error().is_none_or(|d| ["08", "53", "57"].contains(&&d.code().code()[..2]));
+                let reason = e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned());
+                if !transient {
+                    return Err(format!("cannot use PostgreSQL database {name}: {reason}"));
+                }
+                let left = wait.saturating_sub(started.elapsed());
+                if left.is_zero() {
+                    return Err(format!(
+                        "PostgreSQL at {name} did not answer within {} s (--database-wait): {reason}",
+                        wait.as_secs()
+                    ));
+                }
+                let pause = delay.min(left);
+                log::warn!(
+                    "PostgreSQL at {name} is not answering ({reason}); retrying in {:.1} s (giving up in {} s)",
+                    pause.as_secs_f64(),
+                    left.as_secs()
+                );
+                std::thread::sleep(pause);
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+/// The token generated at first start, shared by every replica: `(token, created now)`.
+pub fn bootstrap_token(tx: &mut dyn Tx, candidate: &str) -> std::result::Result<(String, bool), DbError> {
+    use super::tx::Value;
+    let created = tx.execute(
+        "INSERT INTO coursed_settings (name, value) VALUES ('bootstrap_token', ?) ON CONFLICT (name) DO NOTHING",
+        &[Value::Text(candidate.to_owned())],
+    )?;
+    let stored = tx.strings("SELECT value FROM coursed_settings WHERE name = 'bootstrap_token'", &[])?;
+    Ok((stored.into_iter().next().unwrap_or_default(), created == 1))
+}

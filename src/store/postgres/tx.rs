@@ -1,0 +1,193 @@
+//! PostgreSQL's side of [`Tx`]: statements prepared once per connection (numbered from the
+//! `?` form), values bound by the column types the server infers, rows read in place, and
+//! errors sorted into what the API answers and what the engine retries.
+
+use std::error::Error as StdError;
+use std::time::{Duration, UNIX_EPOCH};
+
+use bytes::BytesMut;
+use postgres::error::SqlState;
+use postgres::fallible_iterator::FallibleIterator;
+use postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+
+use super::connect::PgConn;
+use crate::store::dialect::{numbered, Dialect};
+use crate::store::paging::PageIndex;
+use crate::store::tx::{Cell, DbError, Row, Shared, Tx, Value};
+
+/// A connection in one unit of work.
+pub struct PgTx<'c> {
+    pub conn: &'c mut PgConn,
+    pub shared: &'c Shared,
+    /// A serialization failure or deadlock happened: the whole transaction may be retried.
+    pub conflict: bool,
+}
+
+impl PgTx<'_> {
+    pub fn batch(&mut self, sql: &str) -> Result<(), DbError> {
+        self.shared.count();
+        let r = self.conn.client.batch_execute(sql);
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement, DbError> {
+        if let Some(st) = self.conn.statements.get(sql) {
+            return Ok(st.clone());
+        }
+        let prepared = self.conn.client.prepare(&numbered(sql));
+        let st = prepared.map_err(|e| self.fail(e))?;
+        self.conn.statements.insert(sql.to_owned(), st.clone());
+        Ok(st)
+    }
+
+    /// Sorts a failure; notes conflicts (retry the transaction) and lost connections.
+    pub fn fail(&mut self, e: postgres::Error) -> DbError {
+        let Some(db) = e.as_db_error() else {
+            if self.conn.client.is_closed() || e.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>()) {
+                self.conn.broken = true;
+                return DbError::Unavailable(format!("connection to PostgreSQL lost: {e}"));
+            }
+            return DbError::Other(e.to_string());
+        };
+        let code = db.code();
+        if *code == SqlState::UNIQUE_VIOLATION {
+            let table = db.table().unwrap_or("").to_owned();
+            let column = db.constraint().and_then(|c| c.strip_prefix(&format!("{table}_"))).unwrap_or("").to_owned();
+            return DbError::Unique { table, column };
+        }
+        if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED {
+            self.conflict = true;
+            return DbError::Unavailable(format!("conflict with a concurrent transaction: {}", db.message()));
+        }
+        let class = &code.code()[..2];
+        // Connection problems, too many connections, shutdown or restart, a lock wait or a
+        // statement over its time limit, a read-only server: retry later.
+        if ["08", "53", "57"].contains(&class)
+            || *code == SqlState::LOCK_NOT_AVAILABLE
+            || class == "25" && code.code() == "25006"
+        {
+            if class == "57" || class == "08" {
+                self.conn.broken = true;
+            }
+            return DbError::Unavailable(format!("{}: {}", code.code(), db.message()));
+        }
+        DbError::Other(format!("{}: {}", code.code(), db.message()))
+    }
+}
+
+impl Tx for PgTx<'_> {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn query(&mut self, sql: &str, params: &[Value], each: &mut dyn FnMut(&dyn Row)) -> Result<u64, DbError> {
+        self.shared.count();
+        let st = self.statement(sql)?;
+        let stepped = (|| {
+            let mut rows = self.conn.client.query_raw(&st, params.iter().map(Param))?;
+            let mut n = 0;
+            while let Some(row) = rows.next()? {
+                each(&PgRow(&row));
+                n += 1;
+            }
+            Ok(n)
+        })();
+        stepped.map_err(|e| self.fail(e))
+    }
+
+    fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
+        self.shared.count();
+        let st = self.statement(sql)?;
+        let params: Vec<Param<'_>> = params.iter().map(Param).collect();
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        let r = self.conn.client.execute(&st, &refs);
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn begin_snapshot(&mut self) -> Result<(), DbError> {
+        self.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    }
+
+    fn end_snapshot(&mut self) -> Result<(), DbError> {
+        self.batch("COMMIT")
+    }
+
+    fn pages(&self) -> &PageIndex {
+        &self.shared.pages
+    }
+}
+
+struct PgRow<'a>(&'a postgres::Row);
+
+/// Text as the server sent it: a UTF-8 database sends valid UTF-8, which the renderer checks
+/// once anyway, so it is not checked twice.
+struct RawText<'a>(&'a [u8]);
+
+impl<'a> FromSql<'a> for RawText<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, Box<dyn StdError + Sync + Send>> {
+        Ok(RawText(raw))
+    }
+    fn accepts(ty: &Type) -> bool {
+        <&str as FromSql>::accepts(ty)
+    }
+}
+
+impl Row for PgRow<'_> {
+    fn cell(&self, i: usize) -> Cell<'_> {
+        let Some(column) = self.0.columns().get(i) else { return Cell::Null };
+        let row = self.0;
+        match *column.type_() {
+            Type::INT8 => row.try_get::<_, Option<i64>>(i).ok().flatten().map_or(Cell::Null, Cell::Int),
+            Type::INT4 => row.try_get::<_, Option<i32>>(i).ok().flatten().map_or(Cell::Null, |n| Cell::Int(n.into())),
+            Type::INT2 => row.try_get::<_, Option<i16>>(i).ok().flatten().map_or(Cell::Null, |n| Cell::Int(n.into())),
+            Type::BOOL => row.try_get::<_, Option<bool>>(i).ok().flatten().map_or(Cell::Null, Cell::Bool),
+            Type::TIMESTAMPTZ | Type::TIMESTAMP => row
+                .try_get::<_, Option<std::time::SystemTime>>(i)
+                .ok()
+                .flatten()
+                .map_or(Cell::Null, |t| Cell::Time(crate::time::ms_of(t))),
+            _ => row.try_get::<_, Option<RawText<'_>>>(i).ok().flatten().map_or(Cell::Null, |t| Cell::Text(t.0)),
+        }
+    }
+}
+
+/// A neutral value bound as the type the server inferred for its parameter.
+#[derive(Debug)]
+struct Param<'a>(&'a Value);
+
+impl ToSql for Param<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, Box<dyn StdError + Sync + Send>> {
+        let is_time = *ty == Type::TIMESTAMPTZ || *ty == Type::TIMESTAMP;
+        let is_int = [Type::INT8, Type::INT4, Type::INT2].contains(ty);
+        match self.0 {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Text(s) if is_time => {
+                let ms = crate::time::parse_ms(s).ok_or_else(|| format!("not a timestamp: {s:?}"))?;
+                time(ms).to_sql_checked(ty, out)
+            }
+            Value::Text(s) => s.as_str().to_sql_checked(ty, out),
+            Value::Int(i) | Value::Time(i) if is_time => time(*i).to_sql_checked(ty, out),
+            Value::Int(i) if *ty == Type::INT4 => i32::try_from(*i)?.to_sql_checked(ty, out),
+            Value::Int(i) if *ty == Type::INT2 => i16::try_from(*i)?.to_sql_checked(ty, out),
+            Value::Int(i) if *ty == Type::BOOL => (*i != 0).to_sql_checked(ty, out),
+            Value::Int(i) => i.to_sql_checked(ty, out),
+            Value::Bool(b) if is_int => Param(&Value::Int(i64::from(*b))).to_sql(ty, out),
+            Value::Bool(b) => b.to_sql_checked(ty, out),
+            Value::Time(ms) => crate::time::format_ms(*ms).to_sql_checked(ty, out),
+            Value::Ids(ids) => ids.to_sql_checked(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+fn time(ms: i64) -> std::time::SystemTime {
+    match u64::try_from(ms) {
+        Ok(ms) => UNIX_EPOCH + Duration::from_millis(ms),
+        Err(_) => UNIX_EPOCH - Duration::from_millis(ms.unsigned_abs()),
+    }
+}

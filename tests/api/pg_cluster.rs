@@ -1,0 +1,362 @@
+//! Throwaway PostgreSQL servers for the tests: one shared server per test process (a fresh database per
+//! test) and private clusters for tests that stop and restart theirs.
+//!
+//! Teardown needs no "after all tests" hook: each cluster has a watchdog `sh` whose stdin is a pipe held
+//! by this process; when the process ends (however it ends) the pipe closes and the watchdog stops the
+//! server and deletes its directory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::OnceLock;
+
+/// The shared throwaway server of this test process, started on first use; `None` when no
+/// PostgreSQL can be had. With COURSED_TEST_POSTGRES=postgres://user@host:port/db set, that
+/// server is used instead of starting one (fresh databases are created on it).
+/// With COURSED_REQUIRE_POSTGRES=1 set (CI sets it), failing to get one panics with the reason
+/// instead of returning None, so that the PostgreSQL half of the suite can never be skipped silently.
+pub fn server() -> Option<&'static Server> {
+    static SERVER: OnceLock<Result<Server, String>> = OnceLock::new();
+    let server = SERVER.get_or_init(|| match std::env::var("COURSED_TEST_POSTGRES") {
+        Ok(url) if !url.is_empty() => Server::external(&url),
+        _ => Cluster::start(false).map(|cluster| Server { url: cluster.url("postgres"), _cluster: Some(cluster) }),
+    });
+    available(server.as_ref().map_err(String::clone))
+}
+
+/// A PostgreSQL server on which tests get fresh databases.
+pub struct Server {
+    /// URL of the database that CREATE DATABASE is run on.
+    url: String,
+    /// The local cluster, when we started one (kept alive, with its watchdog, for the whole process).
+    _cluster: Option<Cluster>,
+}
+
+impl Server {
+    /// Creates a new, empty database (unique name) and returns its URL, e.g.
+    /// postgres://postgres@127.0.0.1:PORT/t_<hex>?sslmode=disable
+    pub fn fresh_database(&self) -> String {
+        fresh_database(&self.url)
+    }
+
+    fn external(url: &str) -> Result<Server, String> {
+        sql(url, "SELECT 1").map_err(|e| format!("COURSED_TEST_POSTGRES: {e}"))?;
+        Ok(Server { url: url.to_owned(), _cluster: None })
+    }
+}
+
+/// A private cluster for tests that stop and restart the server; stopped and deleted on drop.
+pub struct Private {
+    cluster: Cluster,
+}
+
+impl Private {
+    /// Starts a new cluster on a free port; `ssl` turns on TLS with a self-signed certificate
+    /// (generated with the `openssl` command into the data directory; server.crt/server.key,
+    /// key mode 0600 owned by the server user). `None` when PostgreSQL is unavailable (same
+    /// COURSED_REQUIRE_POSTGRES rule as `server()`).
+    pub fn start(ssl: bool) -> Option<Private> {
+        available(Cluster::start(ssl)).map(|cluster| Private { cluster })
+    }
+
+    /// URL of database `postgres` on it (`?sslmode=disable` unless ssl, then no sslmode).
+    pub fn url(&self) -> String {
+        self.cluster.url("postgres")
+    }
+
+    /// Creates a new empty database and returns its URL (as Server::fresh_database).
+    pub fn fresh_database(&self) -> String {
+        fresh_database(&self.url())
+    }
+
+    /// `pg_ctl stop -m fast` (waits until stopped).
+    pub fn stop(&self) {
+        let data = self.cluster.data();
+        self.cluster.pg_ctl(&["stop", "-w", "-m", "fast", "-D"], &data).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Starts it again on the same port (waits until it accepts connections).
+    pub fn restart(&self) {
+        self.cluster.pg_start().unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// `Some` when there is a server; else `None`, or a panic when COURSED_REQUIRE_POSTGRES=1.
+fn available<T>(result: Result<T, String>) -> Option<T> {
+    if let Err(reason) = &result {
+        if std::env::var("COURSED_REQUIRE_POSTGRES").is_ok_and(|v| v == "1") {
+            panic!("PostgreSQL required (COURSED_REQUIRE_POSTGRES=1) but unavailable: {reason}");
+        }
+        static ONCE: OnceLock<()> = OnceLock::new();
+        ONCE.get_or_init(|| eprintln!("PostgreSQL unavailable, its tests are skipped: {reason}"));
+    }
+    result.ok()
+}
+
+/// A cluster in its own temporary directory (`data/` and the socket), with its watchdog.
+struct Cluster {
+    bin: PathBuf,
+    root: PathBuf,
+    port: u16,
+    ssl: bool,
+    /// initdb and pg_ctl refuse to run as root: then they run as the `postgres` user.
+    as_postgres: bool,
+    watchdog: Child,
+    /// Its closing (drop, or this process ending) tells the watchdog to stop the server and delete `root`.
+    pipe: Option<ChildStdin>,
+}
+
+impl Cluster {
+    fn start(ssl: bool) -> Result<Cluster, String> {
+        let bin = bindir().ok_or("no PostgreSQL server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin)")?;
+        let dir = tempfile::Builder::new().prefix("coursed-pg-").tempdir_in(std::env::temp_dir());
+        let root = dir.map_err(|e| format!("temp dir: {e}"))?.keep();
+        let as_postgres = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata(&root).unwrap()) == 0;
+        let data = root.join("data");
+        // The watchdog comes first so that whatever happens next, the directory goes away.
+        let script = r#"cat >/dev/null; "$@" stop -m immediate -D "$DATA"; rm -rf "$ROOT""#;
+        let mut watchdog = Command::new("sh");
+        watchdog.args(["-c", script, "watchdog"]).env("DATA", &data).env("ROOT", &root);
+        if as_postgres {
+            watchdog.args(["runuser", "-u", "postgres", "--"]);
+        }
+        // Own process group: a ^C on the terminal must not kill it before the server is stopped.
+        // Null stdout/stderr: it must not hold cargo's output pipes open.
+        let watchdog = std::os::unix::process::CommandExt::process_group(
+            watchdog.arg(bin.join("pg_ctl")).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()),
+            0,
+        )
+        .spawn();
+        let mut watchdog = match watchdog {
+            Ok(watchdog) => watchdog,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&root);
+                return Err(format!("watchdog: {e}"));
+            }
+        };
+        let pipe = watchdog.stdin.take();
+        let mut cluster = Cluster { bin, root, port: 0, ssl, as_postgres, watchdog, pipe };
+        cluster.init()?;
+        // The free port may be taken between our probe and the server's bind: retry with another.
+        let mut result = Err(String::new());
+        for _ in 0..3 {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("free port: {e}"))?;
+            cluster.port = probe.local_addr().unwrap().port();
+            drop(probe);
+            result = cluster.pg_start();
+            if result.is_ok() {
+                break;
+            }
+        }
+        result.map(|()| cluster)
+    }
+
+    fn data(&self) -> PathBuf {
+        self.root.join("data")
+    }
+
+    fn url(&self, db: &str) -> String {
+        let query = if self.ssl { "" } else { "?sslmode=disable" };
+        format!("postgres://postgres@127.0.0.1:{}/{db}{query}", self.port)
+    }
+
+    /// initdb, settings for a fast throwaway server, and the certificate when `ssl`.
+    fn init(&self) -> Result<(), String> {
+        if self.as_postgres {
+            run(Command::new("chown").arg("postgres:").arg(&self.root))?;
+        }
+        let data = self.data();
+        let initdb = [
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+            "--no-instructions",
+            "-D",
+        ];
+        run(self.command("initdb").args(initdb).arg(&data))?;
+        let mut conf = format!(
+            "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\nfsync = off\n\
+             synchronous_commit = off\nfull_page_writes = off\nmax_connections = 300\nshared_buffers = 64MB\n",
+            self.root.display()
+        );
+        if self.ssl {
+            let (crt, key) = (data.join("server.crt"), data.join("server.key"));
+            let mut openssl = Command::new("openssl");
+            openssl.args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]);
+            openssl.args(["-days", "3650", "-subj", "/CN=localhost"]);
+            openssl.args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"]);
+            run(openssl.arg("-keyout").arg(&key).arg("-out").arg(&crt))?;
+            std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+            if self.as_postgres {
+                run(Command::new("chown").arg("postgres:").arg(&key).arg(&crt))?;
+            }
+            conf.push_str("ssl = on\n");
+        }
+        let mut file = std::fs::OpenOptions::new().append(true).open(data.join("postgresql.conf")).unwrap();
+        std::io::Write::write_all(&mut file, conf.as_bytes()).map_err(|e| format!("postgresql.conf: {e}"))
+    }
+
+    /// `pg_ctl start -w`: returns once the server accepts connections.
+    fn pg_start(&self) -> Result<(), String> {
+        let (data, log) = (self.data(), self.data().join("server.log"));
+        let port = format!("-p {}", self.port);
+        self.pg_ctl(&["start", "-w", "-t", "60", "-o", &port, "-l", log.to_str().unwrap(), "-D"], &data)
+    }
+
+    fn pg_ctl(&self, args: &[&str], data: &Path) -> Result<(), String> {
+        run(self.command("pg_ctl").args(args).arg(data)).map_err(|e| {
+            let log = std::fs::read_to_string(data.join("server.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            format!("{e}\n--- server.log (tail) ---\n{}", tail.join("\n"))
+        })
+    }
+
+    fn command(&self, program: &str) -> Command {
+        let program = self.bin.join(program);
+        if !self.as_postgres {
+            return Command::new(program);
+        }
+        let mut command = Command::new("runuser");
+        command.args(["-u", "postgres", "--"]).arg(program);
+        command
+    }
+}
+
+impl Drop for Cluster {
+    /// Closing the pipe makes the watchdog stop the server and delete the directory; wait for it.
+    fn drop(&mut self) {
+        drop(self.pipe.take());
+        let _ = self.watchdog.wait();
+    }
+}
+
+/// The server binaries: `pg_config --bindir`, else the newest /usr/lib/postgresql/*/bin.
+fn bindir() -> Option<PathBuf> {
+    let has_initdb = |dir: &PathBuf| dir.join("initdb").is_file() && dir.join("pg_ctl").is_file();
+    let out = Command::new("pg_config").arg("--bindir").output().ok().filter(|o| o.status.success());
+    let configured = out.map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    if let Some(dir) = configured.filter(has_initdb) {
+        return Some(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .flatten()
+        .filter_map(|e| Some((e.file_name().to_str()?.parse().ok()?, e.path().join("bin"))))
+        .filter(|(_, dir)| has_initdb(dir))
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, dir)| dir)
+}
+
+/// Runs a command to completion (output captured, so nothing holds cargo's pipes); its stderr on failure.
+fn run(command: &mut Command) -> Result<(), String> {
+    let out = command.stdin(Stdio::null()).output().map_err(|e| format!("{command:?}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{command:?}: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(())
+}
+
+/// `CREATE DATABASE t_<hex>` through `admin_url`; the same URL with the new database's name.
+fn fresh_database(admin_url: &str) -> String {
+    let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+    // template0: nothing ever connects to it, so concurrent copies never conflict.
+    sql(admin_url, &format!("CREATE DATABASE {name} TEMPLATE template0")).unwrap_or_else(|e| panic!("{e}"));
+    // Swap the path (the database) of the URL, keeping its query.
+    let start = admin_url.find("://").map_or(0, |i| i + 3);
+    let path = admin_url[start..].find('/').map_or(admin_url.len(), |i| start + i);
+    let end = admin_url[path..].find('?').map_or(admin_url.len(), |i| path + i);
+    format!("{}/{name}{}", &admin_url[..path], &admin_url[end..])
+}
+
+/// Runs `query` on a new connection; the first column of its first row, if any. On a thread of its own:
+/// the sync client panics inside a tokio runtime.
+fn sql(url: &str, query: &str) -> Result<Option<String>, String> {
+    let (url, query) = (url.to_owned(), query.to_owned());
+    std::thread::spawn(move || {
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).map_err(|e| format!("{url}: {e}"))?;
+        let messages = client.simple_query(&query).map_err(|e| format!("{query}: {e}"))?;
+        Ok(messages.iter().find_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(row) => row.get(0).map(str::to_owned),
+            _ => None,
+        }))
+    })
+    .join()
+    .expect("sql thread panicked")
+}
+
+#[test]
+fn a_shared_server_gives_fresh_databases() {
+    let Some(server) = server() else { return };
+    let (a, b) = (server.fresh_database(), server.fresh_database());
+    assert_ne!(a, b);
+    for url in [a, b] {
+        assert_eq!(sql(&url, "SELECT 1").unwrap().as_deref(), Some("1"), "{url}");
+    }
+}
+
+#[test]
+fn a_private_cluster_stops_and_restarts() {
+    let Some(cluster) = Private::start(false) else { return };
+    let url = cluster.fresh_database();
+    assert_eq!(sql(&url, "SELECT 1").unwrap().as_deref(), Some("1"));
+    cluster.stop();
+    assert!(sql(&url, "SELECT 1").is_err(), "connected to a stopped server");
+    cluster.restart();
+    assert_eq!(sql(&url, "SELECT 1").unwrap().as_deref(), Some("1"));
+}
+
+#[test]
+fn a_private_cluster_with_ssl_accepts_tls() {
+    let Some(cluster) = Private::start(true) else { return };
+    assert!(!cluster.url().contains("sslmode"));
+    let url = format!("{}?sslmode=disable", cluster.url());
+    assert_eq!(sql(&url, "SHOW ssl").unwrap().as_deref(), Some("on"));
+}
+
+#[test]
+fn zz_timing() {
+    let t = std::time::Instant::now();
+    let server = server().unwrap();
+    eprintln!("shared server start: {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    let p = Private::start(false).unwrap();
+    eprintln!("private start: {:?}", t.elapsed());
+    let t = std::time::Instant::now();
+    let p2 = Private::start(true).unwrap();
+    eprintln!("private ssl start: {:?}", t.elapsed());
+    drop(p2);
+    let t = std::time::Instant::now();
+    drop(p);
+    eprintln!("private drop: {:?}", t.elapsed());
+    let strategy = std::env::var("STRAT").unwrap_or_default();
+    let admin = server.url.clone();
+    let make = |admin: &str| {
+        let name = format!("t_{}", uuid::Uuid::new_v4().simple());
+        sql(admin, &format!("CREATE DATABASE {name} {strategy}")).unwrap();
+    };
+    let t = std::time::Instant::now();
+    for _ in 0..20 {
+        make(&admin);
+    }
+    eprintln!("[{strategy}] sequential: {:?}/db", t.elapsed() / 20);
+    let t = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..9 {
+                    make(&admin)
+                }
+            });
+        }
+    });
+    eprintln!("[{strategy}] 72 over 8 threads: {:?} total, {:?}/db", t.elapsed(), t.elapsed() / 72);
+    let t = std::time::Instant::now();
+    for _ in 0..20 {
+        sql(&admin, "SELECT 1").unwrap();
+    }
+    eprintln!("connect+select: {:?}", t.elapsed() / 20);
+}
