@@ -7,6 +7,7 @@
 //! remaining rejections (no route, no token) into the same JSON:API error document.
 
 mod handlers;
+mod health;
 mod openapi;
 mod read;
 mod related;
@@ -49,16 +50,20 @@ pub struct Req {
     pub body: BodyStream,
 }
 
-/// The whole API: `GET /v1/openapi.json` without a token, everything else under `/v1` with one.
+/// The whole API: `GET /v1/openapi.json`, `/healthz` and `/readyz` without a token, everything
+/// else under `/v1` with one.
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let openapi = warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve);
+    let healthz = warp::path!("healthz").and(warp::method()).map(health::healthz);
+    let state = app.clone();
+    let readyz = warp::path!("readyz").and(warp::method()).then(move |m| health::readyz(m, state.clone()));
     let api = warp::path("v1")
         .and(authorized(app.clone()))
         .and(route())
         .and(request())
         .and(warp::any().map(move || app.clone()))
         .then(handlers::dispatch);
-    openapi.or(api).unify().recover(reply::rejection).unify()
+    openapi.or(healthz).unify().or(readyz).unify().or(api).unify().recover(reply::rejection).unify()
 }
 
 #[derive(Debug)]

@@ -1,11 +1,7 @@
-//! Test harness: a fresh database and app per test, requests through the real filter tree, and
-//! every response body checked against the official JSON:API 1.0 schema.
-//!
-//! Every test of the API runs on both engines: `on_both!(name);` above `async fn name()` makes
-//! the tests `name::sqlite` and `name::postgres`, which run the same body with
-//! [`TestApp::new`] opening a fresh SQLite file or a fresh PostgreSQL database.
+//! Test harness: a fresh database and app per test (on the engine of the running test, see
+//! [`crate::engines`]), requests through the real filter tree, and every response body checked
+//! against the official JSON:API 1.0 schema.
 
-use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
 use bytes::Bytes;
@@ -16,57 +12,8 @@ use coursed::app::App;
 use coursed::store::{Db, Durability, Options};
 use coursed::tokens::Tokens;
 
-/// `on_both!(name)` runs `async fn name()` as the tests `name::sqlite` and `name::postgres`.
-macro_rules! on_both {
-    ($name:ident) => {
-        mod $name {
-            #[tokio::test]
-            async fn sqlite() {
-                $crate::helpers::Engine::Sqlite.run(super::$name()).await
-            }
-            #[tokio::test]
-            async fn postgres() {
-                $crate::helpers::Engine::Postgres.run(super::$name()).await
-            }
-        }
-    };
-}
-pub(crate) use on_both;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    Sqlite,
-    Postgres,
-}
-
-tokio::task_local! {
-    static ENGINE: Engine;
-}
-
-impl Engine {
-    /// The engine of the running test (SQLite outside `on_both!`).
-    pub fn current() -> Engine {
-        ENGINE.try_with(|e| *e).unwrap_or(Engine::Sqlite)
-    }
-
-    /// Runs a test body on this engine; on PostgreSQL only when a server can be had (see
-    /// [`crate::pg_cluster::server`], which makes CI fail instead of skipping).
-    pub async fn run(self, body: impl Future<Output = ()>) {
-        if self == Engine::Postgres && crate::pg_cluster::server().is_none() {
-            eprintln!("no PostgreSQL server: the PostgreSQL run of this test is skipped");
-            return;
-        }
-        ENGINE.scope(self, body).await
-    }
-
-    /// A fresh database of this engine: a file in `dir`, or a new PostgreSQL database.
-    pub fn fresh_database(self, dir: &std::path::Path) -> String {
-        match self {
-            Engine::Sqlite => dir.join("test.db").to_str().unwrap().to_owned(),
-            Engine::Postgres => crate::pg_cluster::server().expect("a PostgreSQL server").fresh_database(),
-        }
-    }
-}
+pub(crate) use crate::engines::on_both;
+pub use crate::engines::{Blocker, Engine};
 
 pub const TOKEN: &str = "test-token";
 pub const JSONAPI: &str = "application/vnd.api+json";
@@ -78,7 +25,7 @@ pub struct TestApp {
     /// The SQLite file or the PostgreSQL URL.
     pub database: String,
     /// Removed (with a SQLite database) when the test ends.
-    _dir: tempfile::TempDir,
+    _dir: Arc<tempfile::TempDir>,
 }
 
 /// A response, its body parsed (and schema-checked when it has one).
@@ -170,33 +117,33 @@ impl TestApp {
         .unwrap()
         .expect("open db");
         let app = App { db, tokens: Tokens::new([TOKEN.to_owned()]), public_url: None, body_limit: 2 << 20 };
-        TestApp { app: Arc::new(app), engine, database, _dir: dir }
+        TestApp { app: Arc::new(app), engine, database, _dir: Arc::new(dir) }
+    }
+
+    /// Two apps on one fresh database, as two replicas behind a load balancer (writers wait
+    /// up to 5 s for each other's locks).
+    pub async fn pair() -> (TestApp, TestApp) {
+        let first = TestApp::new().await;
+        let busy = std::time::Duration::from_secs(5);
+        (first.replica(busy).await, first.replica(busy).await)
+    }
+
+    /// Another app on this app's database, whose writes wait up to `busy` for a lock.
+    pub async fn replica(&self, busy: std::time::Duration) -> TestApp {
+        let database = self.database.clone();
+        let db =
+            tokio::task::spawn_blocking(move || Db::open(&Options { busy_timeout: busy, ..test_options(&database) }))
+                .await
+                .unwrap()
+                .expect("open the replica's db");
+        let app = App { db, tokens: Tokens::new([TOKEN.to_owned()]), public_url: None, body_limit: 2 << 20 };
+        TestApp { app: Arc::new(app), engine: self.engine, database: self.database.clone(), _dir: self._dir.clone() }
     }
 
     /// Holds the write lock of the database from another connection (another process, another
     /// replica) until the returned guard is released.
     pub fn block_writes(&self) -> Blocker {
-        match self.engine {
-            Engine::Sqlite => {
-                let other = rusqlite::Connection::open(&self.database).unwrap();
-                other.execute_batch("BEGIN IMMEDIATE").unwrap();
-                Blocker::Sqlite(other)
-            }
-            Engine::Postgres => {
-                let url = self.database.clone();
-                let (locked, wait) = std::sync::mpsc::channel();
-                let (release, released) = std::sync::mpsc::channel::<()>();
-                let holder = std::thread::spawn(move || {
-                    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-                    c.batch_execute("BEGIN; LOCK TABLE modules, subjects, chapters IN EXCLUSIVE MODE").unwrap();
-                    locked.send(()).unwrap();
-                    let _ = released.recv();
-                    c.batch_execute("COMMIT").unwrap();
-                });
-                wait.recv().unwrap();
-                Blocker::Postgres(release, holder)
-            }
-        }
+        Blocker::hold(self.engine, &self.database)
     }
 
     /// The first column of the first row of `sql` (`?` placeholders), read through the app's
@@ -270,24 +217,6 @@ impl TestApp {
     /// SQL statements run so far on this app's database.
     pub fn statements(&self) -> u64 {
         self.app.db.statements().expect("statement counting is on in tests")
-    }
-}
-
-/// A lock held by another connection; see [`TestApp::block_writes`].
-pub enum Blocker {
-    Sqlite(rusqlite::Connection),
-    Postgres(std::sync::mpsc::Sender<()>, std::thread::JoinHandle<()>),
-}
-
-impl Blocker {
-    pub fn release(self) {
-        match self {
-            Blocker::Sqlite(c) => c.execute_batch("COMMIT").unwrap(),
-            Blocker::Postgres(release, holder) => {
-                release.send(()).unwrap();
-                holder.join().unwrap();
-            }
-        }
     }
 }
 

@@ -1,9 +1,11 @@
 mod binary;
 mod collections;
+mod engines;
 mod errors;
 mod helpers;
 mod include_fields;
 mod openapi;
 mod pg_cluster;
 mod relationships;
+mod replicas;
 mod resources;

@@ -1,0 +1,47 @@
+//! `GET /healthz` and `GET /readyz` for load balancers and orchestrators: outside `/v1`, no
+//! token, tiny bodies.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use warp::http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use warp::http::{Method, StatusCode};
+use warp::reply::Response;
+
+use super::reply::error_reply;
+use crate::app::App;
+use crate::error::Error;
+
+/// How long `/readyz` waits for the database before calling it not ready.
+const READY_WITHIN: Duration = Duration::from_secs(2);
+
+/// `/healthz`: the process is up and serving HTTP.
+pub fn healthz(method: Method) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        return error_reply(&Error::method_not_allowed("GET, HEAD"));
+    }
+    reply(StatusCode::OK, r#"{"status":"ok"}"#)
+}
+
+/// `/readyz`: the database answers a query (503 with `Retry-After` otherwise), so that a load
+/// balancer sends requests only to replicas that can serve them.
+pub async fn readyz(method: Method, app: Arc<App>) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        return error_reply(&Error::method_not_allowed("GET, HEAD"));
+    }
+    match tokio::time::timeout(READY_WITHIN, app.db.ready()).await {
+        Ok(true) => reply(StatusCode::OK, r#"{"status":"ready"}"#),
+        _ => {
+            let mut r = reply(StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"unavailable"}"#);
+            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+            r
+        }
+    }
+}
+
+fn reply(status: StatusCode, body: &'static str) -> Response {
+    let mut r = Response::new(body.into());
+    *r.status_mut() = status;
+    r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
