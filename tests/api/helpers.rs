@@ -120,6 +120,15 @@ impl TestApp {
         TestApp { app: Arc::new(app), engine, database, _dir: Arc::new(dir) }
     }
 
+    /// An app on `database` (a SQLite file, or the URL of a database made by the test).
+    pub async fn open(engine: Engine, database: &str) -> Result<TestApp, String> {
+        let opened = database.to_owned();
+        let db = tokio::task::spawn_blocking(move || Db::open(&test_options(&opened))).await.unwrap()?;
+        let app = App { db, tokens: Tokens::new([TOKEN.to_owned()]), public_url: None, body_limit: 2 << 20 };
+        let dir = tempfile::tempdir().expect("temp dir");
+        Ok(TestApp { app: Arc::new(app), engine, database: database.to_owned(), _dir: Arc::new(dir) })
+    }
+
     /// Two apps on one fresh database, as two replicas behind a load balancer (writers wait
     /// up to 5 s for each other's locks).
     pub async fn pair() -> (TestApp, TestApp) {

@@ -6,6 +6,8 @@ mod helpers;
 mod include_fields;
 mod openapi;
 mod pg_cluster;
+mod postgres;
+mod process;
 mod relationships;
 mod replicas;
 mod resources;

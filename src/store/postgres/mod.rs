@@ -182,7 +182,12 @@ fn first_connection(manager: &Manager, name: &str, wait: Duration) -> std::resul
         match manager.connect() {
             Ok(conn) => return Ok(conn.client),
             Err(e) => {
-                let transient = e.as_db_error().is_none_or(|d| ["08", "53", "57"].contains(&&d.code().code()[..2]));
+                // A server that is not listening, starting up or full may come; a refused TLS
+                // handshake or password will not.
+                let transient = match e.as_db_error() {
+                    Some(d) => ["08", "53", "57"].contains(&&d.code().code()[..2]),
+                    None => std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()),
+                };
                 let reason = e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned());
                 if !transient {
                     return Err(format!("cannot use PostgreSQL database {name}: {reason}"));

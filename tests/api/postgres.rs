@@ -1,0 +1,150 @@
+//! What only PostgreSQL can show: a server that is down at start or restarts while coursed
+//! serves, TLS, and replicas that are separate processes (SIGKILL, the shared first token).
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use crate::helpers::{Engine, TestApp};
+use crate::pg_cluster::{self, Private};
+use crate::process::{new_subject, Server, Starting};
+
+#[tokio::test]
+async fn a_restart_of_postgres_while_serving_gives_503_then_recovers_by_itself() {
+    let Some(pg) = Private::start(false) else { return };
+    let t = TestApp::open(Engine::Postgres, &pg.fresh_database()).await.unwrap();
+    let m = t.module("Before").await;
+    let stop = tokio::task::spawn_blocking({
+        let pg = std::sync::Arc::new(pg);
+        let p = pg.clone();
+        move || {
+            p.stop();
+            pg
+        }
+    });
+    let pg = stop.await.unwrap();
+    for request in [t.req("GET", &format!("/v1/modules/{m}")), t.req("GET", "/v1/modules")] {
+        let started = Instant::now();
+        let r = t.send(request).await;
+        r.assert_problem(503);
+        assert_eq!(r.header("retry-after"), Some("1"));
+        assert!(started.elapsed() < Duration::from_secs(10), "bounded: {:?}", started.elapsed());
+    }
+    let body = json!({"data": {"type": "modules", "attributes": {"title": "During"}}});
+    t.write("POST", "/v1/modules", body).await.assert_problem(503);
+    t.send(warp::test::request().path("/readyz")).await.assert_status(503);
+
+    let p = pg.clone();
+    tokio::task::spawn_blocking(move || p.restart()).await.unwrap();
+    // Connections that died with the old server are replaced without a client seeing it.
+    t.send(warp::test::request().path("/readyz")).await.assert_status(200);
+    let r = t.get(&format!("/v1/modules/{m}")).await;
+    r.assert_status(200);
+    assert_eq!(r.body["data"]["attributes"]["title"], "Before");
+    assert_eq!(t.get("/v1/modules").await.body["meta"]["page"]["total"], 1, "nothing of the gap was written");
+}
+
+#[tokio::test]
+async fn sslmode_require_encrypts_the_connection_and_disable_does_not() {
+    let Some(pg) = Private::start(true) else { return };
+    let database = pg.fresh_database();
+    let sep = if database.contains('?') { '&' } else { '?' };
+    let encrypted = |t: &TestApp| {
+        let sql = "SELECT CAST(ssl AS integer) FROM pg_stat_ssl WHERE pid = pg_backend_pid()";
+        let t = t.app.db.clone();
+        async move { t.read(move |tx| Ok(tx.first(sql, &[])?)).await.unwrap().and_then(|v| v.cell().as_i64()) }
+    };
+    let t = TestApp::open(Engine::Postgres, &format!("{database}{sep}sslmode=require")).await.unwrap();
+    assert_eq!(encrypted(&t).await, Some(1));
+    t.module("Over TLS").await;
+    let t = TestApp::open(Engine::Postgres, &format!("{database}{sep}sslmode=disable")).await.unwrap();
+    assert_eq!(encrypted(&t).await, Some(0));
+    assert_eq!(t.get("/v1/modules").await.body["meta"]["page"]["total"], 1);
+}
+
+#[tokio::test]
+async fn sslmode_require_against_a_server_without_tls_is_refused_clearly() {
+    let Some(server) = pg_cluster::server() else { return };
+    let database = server.fresh_database().replace("sslmode=disable", "sslmode=require");
+    let e = TestApp::open(Engine::Postgres, &database).await.err().expect("refused");
+    assert!(e.contains("PostgreSQL") && e.to_lowercase().contains("tls"), "{e}");
+}
+
+#[test]
+fn a_server_down_at_start_is_waited_for_with_back_off() {
+    let Some(pg) = Private::start(false) else { return };
+    let database = pg.fresh_database();
+    pg.stop();
+    let starting = Starting::spawn(&["--database", &database, "--token", "t", "--database-wait", "60s"]);
+    let line = starting.wait_for_stderr("is not answering");
+    assert!(line.contains("retrying in"), "{line}");
+    pg.restart();
+    let server = starting.ready().expect("ready once PostgreSQL is up");
+    assert_eq!(server.call("GET", "/v1/modules", "t", None).0, 200);
+}
+
+#[test]
+fn coursed_gives_up_after_database_wait_with_a_clear_message() {
+    let Some(pg) = Private::start(false) else { return };
+    let database = pg.fresh_database();
+    pg.stop();
+    let started = Instant::now();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_coursed"))
+        .args(["serve", "--port", "0", "--token", "t", "--database-wait", "1s", "--database", &database])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("did not answer within 1 s"), "{err}");
+    assert!(!err.contains("secret"), "{err}");
+}
+
+#[test]
+fn replicas_share_the_token_generated_at_the_first_start() {
+    let Some(server) = pg_cluster::server() else { return };
+    let database = server.fresh_database();
+    let first = Server::start(&["--database", &database]);
+    let token = first.preamble.last().expect("the generated token is printed").trim().to_owned();
+    assert!(first.preamble[0].contains("in the database"), "{:?}", first.preamble);
+    let second = Server::start(&["--database", &database]);
+    assert!(second.preamble.is_empty(), "printed only once: {:?}", second.preamble);
+    assert_eq!(second.call("GET", "/v1/modules", &token, None).0, 200);
+    assert_eq!(first.call("GET", "/v1/modules", "guess", None).0, 401);
+}
+
+#[test]
+fn a_replica_killed_with_sigkill_loses_nothing_it_acknowledged() {
+    let Some(server) = pg_cluster::server() else { return };
+    let database = server.fresh_database();
+    let (a, b) = (
+        Server::start(&["--database", &database, "--token", "t"]),
+        Server::start(&["--database", &database, "--token", "t"]),
+    );
+    let ids: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..8)
+            .map(|w| {
+                let target = if w % 2 == 0 { &a } else { &b };
+                scope.spawn(move || {
+                    (0..20)
+                        .map(|i| {
+                            let (status, body) =
+                                target.call("POST", "/v1/subjects", "t", Some(&new_subject(&format!("w{w} n{i}"))));
+                            assert_eq!(status, 201, "{body}");
+                            body["data"]["id"].as_str().unwrap().to_owned()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    });
+    let mut a = a;
+    a.child.kill().unwrap();
+    a.child.wait().unwrap();
+    let (_, body) = b.call("GET", "/v1/subjects", "t", None);
+    assert_eq!(body["meta"]["page"]["total"], 160);
+    for id in ids.iter().step_by(9) {
+        assert_eq!(b.call("GET", &format!("/v1/subjects/{id}"), "t", None).0, 200, "{id}");
+    }
+}

@@ -1,0 +1,156 @@
+//! The real binary as a child process: started on port 0, waited for by its readiness line,
+//! called over plain HTTP/1.1, signalled, and killed when dropped.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A running `coursed serve`, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub addr: String,
+    /// Lines printed on stdout before the readiness line.
+    pub preamble: Vec<String>,
+}
+
+impl Server {
+    pub fn start(args: &[&str]) -> Server {
+        Server::try_start(args).unwrap_or_else(|e| panic!("coursed did not start: {e}"))
+    }
+
+    pub fn try_start(args: &[&str]) -> Result<Server, String> {
+        Starting::spawn(args).ready()
+    }
+
+    /// One request over a fresh connection; returns the status and the parsed body.
+    pub fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
+        let mut s = TcpStream::connect(&self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let req = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nAccept: application/vnd.api+json\r\n\
+             Content-Type: application/vnd.api+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        s.write_all(req.as_bytes()).unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8(raw).expect("utf-8 response");
+        let (head, body) = text.split_once("\r\n\r\n").expect("a full response");
+        let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("status code");
+        let body = if body.is_empty() { Value::Null } else { serde_json::from_str(body).expect("JSON body") };
+        (status, body)
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap().success();
+        assert!(ok, "kill {sig}");
+    }
+
+    /// Waits for the process to exit, killing it after `limit`.
+    pub fn wait(mut self, limit: Duration) -> std::process::ExitStatus {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                panic!("coursed did not exit within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// A `coursed serve` started and not yet known to be ready; its output read line by line.
+pub struct Starting {
+    child: Child,
+    stdout: mpsc::Receiver<String>,
+    pub stderr: mpsc::Receiver<String>,
+}
+
+impl Starting {
+    pub fn spawn(args: &[&str]) -> Starting {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_coursed"))
+            .args(["serve", "--host", "127.0.0.1", "--port", "0", "--log-level", "warn"])
+            .args(args)
+            .env_remove("COURSED_TOKENS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn coursed");
+        let stdout = lines(child.stdout.take().unwrap());
+        let stderr = lines(child.stderr.take().unwrap());
+        Starting { child, stdout, stderr }
+    }
+
+    /// Waits for the readiness line; the lines printed before it are the preamble.
+    pub fn ready(mut self) -> Result<Server, String> {
+        let mut preamble = Vec::new();
+        loop {
+            match self.stdout.recv_timeout(START_TIMEOUT) {
+                Ok(line) => match line.strip_prefix("listening on http://") {
+                    Some(rest) => {
+                        let addr = rest.strip_suffix("/v1").expect("readiness line ends in /v1").to_owned();
+                        return Ok(Server { child: self.child, addr, preamble });
+                    }
+                    None => preamble.push(line),
+                },
+                Err(_) => {
+                    let _ = self.child.kill();
+                    let status = self.child.wait().ok();
+                    let err: Vec<String> = self.stderr.try_iter().collect();
+                    return Err(format!("no readiness line; status {status:?}, stderr: {}", err.join("\n")));
+                }
+            }
+        }
+    }
+
+    /// Waits until stderr prints a line containing `text`.
+    pub fn wait_for_stderr(&self, text: &str) -> String {
+        loop {
+            match self.stderr.recv_timeout(START_TIMEOUT) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("coursed never printed {text:?} on stderr: {e}"),
+            }
+        }
+    }
+}
+
+/// The lines of `from`, as they come.
+fn lines(from: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(from).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn db_path(dir: &Path) -> String {
+    dir.join("course.db").to_str().unwrap().to_owned()
+}
+
+pub fn new_subject(title: &str) -> Value {
+    json!({"data": {"type": "subjects", "attributes": {"title": title, "content": "x".repeat(2000)}}})
+}
