@@ -179,6 +179,13 @@ impl TestApp {
         Resp { status: parts.status, body: parse_checked(&parts.headers, &body), headers: parts.headers }
     }
 
+    /// The status and the body bytes exactly as sent.
+    pub async fn raw(&self, path: &str) -> (u16, bytes::Bytes) {
+        let routes = coursed::http::routes(self.app.clone());
+        let res = self.req("GET", path).reply(&routes).await;
+        (res.status().as_u16(), res.into_body())
+    }
+
     pub async fn get(&self, path: &str) -> Resp {
         self.send(self.req("GET", path)).await
     }

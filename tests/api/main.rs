@@ -1,5 +1,6 @@
 mod binary;
 mod collections;
+mod copy;
 mod engines;
 mod errors;
 mod helpers;

@@ -1,0 +1,112 @@
+//! The same catalogue on both engines answers every request with the same bytes, and
+//! `coursed copy` carries a catalogue between them and back unchanged.
+
+use serde_json::json;
+
+use crate::helpers::{Engine, TestApp};
+
+/// A catalogue that tells collations and null orders apart: titles that differ in case and
+/// accents only, external ids that are null or differ in case, ties broken by id.
+fn dataset() -> serde_json::Value {
+    let id = |n: u32| format!("01900000-0000-7000-8000-{n:012}");
+    let titles =
+        ["zebra", "Apple", "apple", "Éclair", "eclair", "_under", "a b", "ábc", "Zürich", "10 tens", "9 nines"];
+    let modules: Vec<_> = titles
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let ext = match i % 3 {
+                0 => json!(null),
+                1 => json!(format!("ext-{}", (b'a' + i as u8) as char)),
+                _ => json!(format!("EXT-{}", (b'A' + i as u8) as char)),
+            };
+            json!({"id": id(i as u32 + 1), "title": t, "introduction": format!("About {t}"), "content": "<p>x</p>", "external_id": ext})
+        })
+        .collect();
+    let subjects: Vec<_> = (0..40u32)
+        .map(|i| {
+            let module = if i % 7 == 0 { json!(null) } else { json!(id(i % titles.len() as u32 + 1)) };
+            let ext = if i % 4 == 0 { json!(null) } else { json!(format!("S-{}", 40 - i)) };
+            json!({"id": id(100 + i), "title": titles[(i * 5) as usize % titles.len()], "external_id": ext,
+                   "available_for_courses": i % 3 != 0, "module": module, "content": if i % 5 == 0 { "" } else { "Text é \"q\" \\ \n" }})
+        })
+        .collect();
+    let chapters: Vec<_> = (0..60u32)
+        .map(|i| json!({"id": id(500 + i), "title": format!("Chapter {}", i % 4), "position": i % 3, "subject": id(100 + i % 20)}))
+        .collect();
+    json!({"modules": modules, "subjects": subjects, "chapters": chapters})
+}
+
+const PATHS: &[&str] = &[
+    "/v1/modules?sort=title",
+    "/v1/modules?sort=-title",
+    "/v1/modules?sort=external_id",
+    "/v1/modules?sort=-external_id,title",
+    "/v1/modules?filter[external_id]=ext-b",
+    "/v1/modules?filter[external_id]=EXT-B",
+    "/v1/modules?filter[external_id]=EXT-C",
+    "/v1/subjects?sort=title,-external_id&page[size]=7&page[number]=2",
+    "/v1/subjects?sort=-updated_at&include=module,chapters&page[size]=5",
+    "/v1/subjects?filter[available_for_courses]=false&fields[subjects]=title,module",
+    "/v1/subjects?filter[module]=01900000-0000-7000-8000-000000000002&include=chapters.subject",
+    "/v1/subjects?filter[id]=01900000-0000-7000-8000-000000000101,01900000-0000-7000-8000-000000000107",
+    "/v1/modules/01900000-0000-7000-8000-000000000002?include=subjects.chapters",
+    "/v1/modules/01900000-0000-7000-8000-000000000002/subjects?sort=-title",
+    "/v1/modules/01900000-0000-7000-8000-000000000002/relationships/subjects",
+    "/v1/subjects/01900000-0000-7000-8000-000000000101/chapters",
+    "/v1/subjects/01900000-0000-7000-8000-000000000101/relationships/chapters",
+    "/v1/subjects/01900000-0000-7000-8000-000000000101/module?include=subjects",
+    "/v1/subjects/01900000-0000-7000-8000-000000000107/module",
+    "/v1/chapters?sort=position,title&page[size]=100",
+    "/v1/chapters?filter[subject]=01900000-0000-7000-8000-000000000103",
+];
+
+async fn assert_same_answers(a: &TestApp, b: &TestApp) {
+    for path in PATHS {
+        let (sa, ba) = a.raw(path).await;
+        let (sb, bb) = b.raw(path).await;
+        assert_eq!(sa, 200, "{path}: {ba:?}");
+        assert_eq!((sa, &ba), (sb, &bb), "{path} answers differently on {:?} and {:?}", a.engine, b.engine);
+    }
+}
+
+#[tokio::test]
+async fn both_engines_answer_the_same_bytes_and_copy_carries_a_catalogue_there_and_back() {
+    if crate::pg_cluster::server().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dataset.json");
+    std::fs::write(&file, dataset().to_string()).unwrap();
+    let (sqlite, back) = (dir.path().join("a.db"), dir.path().join("back.db"));
+    let (sqlite, back) = (sqlite.to_str().unwrap().to_owned(), back.to_str().unwrap().to_owned());
+    // A database whose default collation is linguistic (ICU, en-US), as on many servers: the
+    // schema's own "C" collation must give SQLite's byte order anyway.
+    let admin = Engine::Postgres.fresh_database(dir.path());
+    let name = format!("icu_{}", uuid::Uuid::new_v4().simple());
+    let create = format!("CREATE DATABASE {name} LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C' TEMPLATE template0");
+    Engine::Postgres.execute(&admin, &create);
+    let (head, tail) = admin.split_once('?').unwrap_or((&admin, ""));
+    let pg = format!("{}/{name}?{tail}", &head[..head.rfind('/').unwrap()]);
+    let (s, p, b) = (sqlite.clone(), pg.clone(), back.clone());
+    let results = tokio::task::spawn_blocking(move || {
+        let loaded = coursed::dataset::load(&s, &file, None).unwrap();
+        let there = coursed::dataset::copy(&s, &p, false).unwrap();
+        let again = coursed::dataset::copy(&s, &p, false).unwrap_err();
+        let replaced = coursed::dataset::copy(&s, &p, true).unwrap();
+        let back = coursed::dataset::copy(&p, &b, false).unwrap();
+        (loaded, there, again, replaced, back)
+    })
+    .await
+    .unwrap();
+    let (loaded, there, again, replaced, back_counts) = results;
+    assert_eq!(loaded.to_string(), "11 modules, 40 subjects, 60 chapters");
+    assert_eq!((there, replaced, back_counts), (loaded, loaded, loaded));
+    assert!(again.contains("already holds 111 resources"), "{again}");
+
+    let on_sqlite = TestApp::open(Engine::Sqlite, &sqlite).await.unwrap();
+    let on_postgres = TestApp::open(Engine::Postgres, &pg).await.unwrap();
+    let returned = TestApp::open(Engine::Sqlite, &back).await.unwrap();
+    assert_same_answers(&on_sqlite, &on_postgres).await;
+    assert_same_answers(&on_sqlite, &returned).await;
+}
