@@ -159,6 +159,8 @@ fn help_explains_every_flag() {
         "--log-level",
         "--mock",
         "--durability",
+        "--database-wait",
+        "postgres://",
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
@@ -169,6 +171,7 @@ fn help_explains_every_flag() {
         "COURSED_TOKENS",
         "COURSED_PUBLIC_URL",
         "COURSED_LOG_LEVEL",
+        "COURSED_DATABASE_WAIT",
     ] {
         assert!(help.contains(var), "{var} missing from:\n{help}");
     }
