@@ -6,7 +6,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::store::Durability;
 
-/// coursed: a self-hosted JSON:API 1.0 Course Content API over one SQLite file.
+/// coursed: a self-hosted JSON:API 1.0 Course Content API over one SQLite file or PostgreSQL.
 #[derive(Debug, Parser)]
 #[command(name = "coursed", version, about, long_about = None)]
 pub struct Cli {

@@ -1,4 +1,5 @@
-//! coursed: a JSON:API 1.0 Course Content API served by one binary over one SQLite file.
+//! coursed: a JSON:API 1.0 Course Content API served by one binary over one SQLite file or
+//! a PostgreSQL database (any number of replicas).
 //!
 //! [`open`] turns the `serve` flags into an [`App`] (database opened and migrated, tokens
 //! loaded); [`serve`] runs the API on a listener until a shutdown signal. The binary and the
