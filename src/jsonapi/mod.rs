@@ -2,6 +2,7 @@
 
 pub mod body;
 pub mod document;
+pub mod escape;
 pub mod query;
 pub mod response;
 

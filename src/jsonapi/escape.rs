@@ -1,0 +1,140 @@
+//! JSON string escaping for documents written straight into a byte buffer.
+
+/// Bytes that JSON strings must escape: 0 none, `u` for `\u00XX`, else the letter after `\`.
+static ESCAPE: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 0x20 {
+        t[i] = b'u';
+        i += 1;
+    }
+    t[b'\n' as usize] = b'n';
+    t[b'\r' as usize] = b'r';
+    t[b'\t' as usize] = b't';
+    t[0x08] = b'b';
+    t[0x0c] = b'f';
+    t[b'"' as usize] = b'"';
+    t[b'\\' as usize] = b'\\';
+    t
+};
+
+/// The bytes of `w` (eight, little-endian) that JSON must escape (control characters, `"`,
+/// `\\`): their high bit is set. The lowest set bit is always exact (later ones may be false
+/// alarms), which is all the scan below needs. Bytes of 0x80 and above are never flagged.
+#[inline]
+fn special(w: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let control = w.wrapping_sub(ONES * 0x20) & !w & HIGH;
+    control | zero(w ^ (ONES * b'"' as u64)) | zero(w ^ (ONES * b'\\' as u64))
+}
+
+/// Appends `s` JSON-escaped (without quotes).
+pub fn escape_into(out: &mut Vec<u8>, s: &str) {
+    let (mut start, mut i, bytes) = (0, 0, s.as_bytes());
+    let n = bytes.len();
+    loop {
+        // Move `i` to the next byte that needs escaping, eight bytes at a time.
+        while let Some(chunk) = bytes.get(i..i + 8) {
+            let m = special(u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8])));
+            if m != 0 {
+                i += (m.trailing_zeros() / 8) as usize;
+                break;
+            }
+            i += 8;
+        }
+        while i < n && i + 8 > n && ESCAPE[bytes[i] as usize] == 0 {
+            i += 1;
+        }
+        let Some(&b) = bytes.get(i) else { break };
+        let esc = ESCAPE[b as usize];
+        if esc != 0 {
+            out.extend_from_slice(&bytes[start..i]);
+            if esc == b'u' {
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+            } else {
+                out.extend_from_slice(&[b'\\', esc]);
+            }
+            start = i + 1;
+        }
+        i += 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+}
+
+/// Appends `bytes` JSON-escaped (without quotes) if they are UTF-8; returns false otherwise.
+/// (Course text has an accented letter every few dozen bytes: a SIMD check of the whole string
+/// followed by an ASCII-only escape is several times faster than checking while escaping.)
+pub fn escape_utf8_into(out: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    match simdutf8::basic::from_utf8(bytes) {
+        Ok(s) => {
+            escape_into(out, s);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_matches_serde_json() {
+        let long = "0123456789abcdef\"x\\y\u{7f}é\u{1}z".repeat(9);
+        for s in [
+            "plain",
+            "quote \" and \\ back",
+            "line\nbreak\ttab\r\u{1}\u{1f}",
+            "café Zürich ✓",
+            "",
+            &long,
+            "12345678\"",
+            " !#$%&'()*+,-./~",
+        ] {
+            let mut out = Vec::new();
+            escape_into(&mut out, s);
+            let ours = format!("\"{}\"", String::from_utf8(out).unwrap());
+            assert_eq!(serde_json::from_str::<String>(&ours).unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn escaping_matches_serde_json_exactly_on_mixed_text() {
+        let alphabet = ["a", "bcdefgh", "\"", "\\", "\n", "é", "✓", "\u{1}", "😀", " ", "\u{7f}", "<p>"];
+        let mut seed = 7u64;
+        for _ in 0..500 {
+            let mut s = String::new();
+            for _ in 0..(seed % 40) {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                s.push_str(alphabet[(seed >> 33) as usize % alphabet.len()]);
+            }
+            let mut out = Vec::new();
+            escape_into(&mut out, &s);
+            assert_eq!(format!("\"{}\"", String::from_utf8(out).unwrap()), serde_json::to_string(&s).unwrap());
+        }
+    }
+
+    #[test]
+    fn escaping_rejects_what_is_not_utf8_like_std_does() {
+        let samples: [&[u8]; 9] = [
+            b"ok \xc3\xa9",
+            b"\xc3",
+            b"\xc0\xaf",
+            b"\xed\xa0\x80",
+            b"\xf4\x90\x80\x80",
+            b"\xf0\x9f\x98\x80 emoji",
+            b"12345678\xff",
+            b"\xe2\x82",
+            b"\xef\xbf\xbd",
+        ];
+        for bytes in samples {
+            let mut out = b"x".to_vec();
+            let ok = escape_utf8_into(&mut out, bytes);
+            assert_eq!(ok, std::str::from_utf8(bytes).is_ok(), "{bytes:?}");
+            assert_eq!(out.len() > 1, ok && !bytes.is_empty(), "{bytes:?}");
+        }
+    }
+}
