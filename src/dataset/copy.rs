@@ -5,7 +5,6 @@ use std::io::IsTerminal as _;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use super::WAIT;
 use crate::resources::TYPES;
 use crate::store::bulk::{self, Counts, Loader};
 use crate::store::{display_name, Db, Durability, Options};
@@ -17,7 +16,7 @@ pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
         return Err("--from and --to name the same database".into());
     }
     let mut opts = Options::new(from, Durability::Full);
-    opts.wait = WAIT;
+    opts.wait = crate::store::COMMAND_WAIT;
     let source = Db::open(&opts).map_err(|e| format!("source: {e}"))?;
     let (src, dst) = (display_name(from), display_name(to));
     let copied = source.read_blocking(|stx| {
@@ -25,7 +24,7 @@ pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
         stx.begin_snapshot().map_err(|e| format!("cannot read {src}: {e}"))?;
         let total = bulk::counts(stx).map_err(|e| format!("cannot read {src}: {e}"))?.total();
         let bar = progress_bar(total);
-        let copied = crate::store::bulk(to, replace, WAIT, |dtx| {
+        let copied = crate::store::bulk(to, replace, crate::store::COMMAND_WAIT, |dtx| {
             let mut loader = Loader::new(dtx);
             let shown = bar.clone();
             loader.progress = Some(Box::new(move |n| shown.set_position(n)));

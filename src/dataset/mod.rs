@@ -10,7 +10,6 @@ mod rng;
 
 use std::io::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -19,9 +18,6 @@ use self::rng::Rng;
 use crate::resources::{CHAPTERS, MODULES, SUBJECTS};
 use crate::store::bulk::{Counts, Loader};
 use crate::store::{DbError, Value};
-
-/// How long a command waits for a PostgreSQL server that is not answering yet.
-const WAIT: Duration = Duration::from_secs(30);
 
 /// What `generate` makes.
 #[derive(Debug, Clone, Copy)]
@@ -86,7 +82,7 @@ pub fn load(database: &str, file: &Path, ids_dir: Option<&Path>) -> Result<Count
     let data: Dataset =
         serde_json::from_slice(&bytes).map_err(|e| format!("{} is not a dataset: {e}", file.display()))?;
     let now = Value::Time(crate::time::now_ms());
-    let counts = crate::store::bulk(database, false, WAIT, |tx| {
+    let counts = crate::store::bulk(database, false, crate::store::COMMAND_WAIT, |tx| {
         let mut w = Loader::new(tx);
         let mut fill = || -> Result<(), DbError> {
             for m in &data.modules {
@@ -155,7 +151,7 @@ pub fn generate(database: &str, shape: Shape, ids_dir: Option<&Path>) -> Result<
     };
     let mut modules = Vec::new();
     let mut subjects = Vec::new();
-    let counts = crate::store::bulk(database, false, WAIT, |tx| {
+    let counts = crate::store::bulk(database, false, crate::store::COMMAND_WAIT, |tx| {
         let mut w = Loader::new(tx);
         let mut fill = || -> Result<(), DbError> {
             for m in 0..shape.modules {

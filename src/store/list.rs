@@ -2,7 +2,7 @@
 
 use super::paging::STRIDE;
 use super::select::{for_each, RowFields, Selection};
-use super::tx::{Tx, Value};
+use super::tx::{snapshot, Tx, Value};
 use crate::error::Result;
 use crate::jsonapi::query::{Filter, FilterValue, Query, SortKey};
 use crate::resources::{Kind, Relationship, ResourceType};
@@ -127,4 +127,21 @@ fn order_by(rt: &ResourceType, sort: &[SortKey]) -> String {
         keys.push("id".into());
     }
     keys.join(", ")
+}
+
+/// Reads the generation of `table` and its keys at every `STRIDE`-th position, consistently.
+pub fn page_keys(tx: &mut dyn Tx, table: &str) -> Result<(i64, Vec<String>)> {
+    snapshot(tx, |tx| {
+        let sql = "SELECT CAST(sum(gen) AS BIGINT) FROM row_counts WHERE tbl = ? AND parent = ''";
+        let gen = tx.first(sql, &[Value::Text(table.to_owned())])?.and_then(|v| v.cell().as_i64()).unwrap_or(0);
+        let mut keys = Vec::new();
+        let mut i = 0u64;
+        tx.query(&format!("SELECT id FROM {table} ORDER BY id"), &[], &mut |r| {
+            if i.is_multiple_of(STRIDE) {
+                keys.push(r.cell(0).as_str().unwrap_or_default().to_owned());
+            }
+            i += 1;
+        })?;
+        Ok((gen, keys))
+    })
 }

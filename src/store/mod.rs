@@ -68,6 +68,10 @@ impl Options {
     }
 }
 
+/// How long a command (`copy`, `load`, `generate`) waits for a PostgreSQL server that does not
+/// answer yet.
+pub const COMMAND_WAIT: Duration = Duration::from_secs(30);
+
 /// Whether `path` is a `postgres://` or `postgresql://` URL.
 pub fn is_postgres_url(path: &str) -> bool {
     path.starts_with("postgres://") || path.starts_with("postgresql://")
@@ -214,7 +218,7 @@ impl Db {
         };
         let db = self.clone();
         rt.spawn(async move {
-            let built = db.scan(move |tx| paging::build(tx, table)).await.ok();
+            let built = db.scan(move |tx| list::page_keys(tx, table)).await.ok();
             db.pages().finish(table, built);
         });
     }

@@ -11,9 +11,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::tx::{snapshot, Tx, Value};
-use crate::error::Result;
-
 /// Rows between two keys: a deep page skips fewer than this many rows after its key.
 pub const STRIDE: u64 = 256;
 const REBUILD_EVERY: Duration = Duration::from_secs(1);
@@ -73,21 +70,4 @@ impl PageIndex {
             }
         }
     }
-}
-
-/// Reads the generation of `table` and its keys at every `STRIDE`-th position, consistently.
-pub fn build(tx: &mut dyn Tx, table: &str) -> Result<(i64, Vec<String>)> {
-    snapshot(tx, |tx| {
-        let sql = "SELECT CAST(sum(gen) AS BIGINT) FROM row_counts WHERE tbl = ? AND parent = ''";
-        let gen = tx.first(sql, &[Value::Text(table.to_owned())])?.and_then(|v| v.cell().as_i64()).unwrap_or(0);
-        let mut keys = Vec::new();
-        let mut i = 0u64;
-        tx.query(&format!("SELECT id FROM {table} ORDER BY id"), &[], &mut |r| {
-            if i.is_multiple_of(STRIDE) {
-                keys.push(r.cell(0).as_str().unwrap_or_default().to_owned());
-            }
-            i += 1;
-        })?;
-        Ok((gen, keys))
-    })
 }

@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::store::dialect::Dialect;
 use crate::store::paging::PageIndex;
 
-/// A value bound to a statement or read into a [`crate::store::Record`].
+/// A value bound to a statement or read into a record.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     Null,
@@ -126,7 +126,7 @@ pub trait Tx {
     /// Starts a read snapshot: the reads until [`Tx::end_snapshot`] see one state.
     fn begin_snapshot(&mut self) -> Result<(), DbError>;
     fn end_snapshot(&mut self) -> Result<(), DbError>;
-    /// Where the pages of each table start (see [`crate::store::paging`]).
+    /// Where the pages of each table start (see the `paging` module).
     fn pages(&self) -> &PageIndex;
 }
 
