@@ -113,6 +113,11 @@ impl Error {
     /// 503: the database cannot take the request now; the cause is logged, not sent.
     pub fn unavailable(cause: impl std::fmt::Display) -> Error {
         log::warn!("service unavailable: {cause}");
+        Error::busy()
+    }
+
+    /// 503 without a log line (the caller logs, or retries).
+    pub fn busy() -> Error {
         Problem::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "unavailable",

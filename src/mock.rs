@@ -47,7 +47,7 @@ pub async fn seed(db: &Db) -> Result<(), String> {
     db.write(|c| {
         let mut create = |rt: &'static ResourceType, doc: serde_json::Value| {
             let changes = body::resource(rt, doc.to_string().as_bytes(), Mode::Create)?;
-            write::create(c, rt, &changes)
+            write::create(c, rt, &changes).map(|rec| rec.id)
         };
         let link = |ty: &str, id: &str| json!({"data": {"type": ty, "id": id}});
         for (title, external_id, content, subjects) in CATALOGUE {

@@ -17,7 +17,7 @@ use crate::jsonapi::body::{self, Mode};
 use crate::jsonapi::response::{self, Included, RequestUrl};
 use crate::jsonapi::{Accepts, Base, Query};
 use crate::resources::ResourceType;
-use crate::store::select::{self, Record, Selection};
+use crate::store::select::{Record, Selection};
 use crate::store::{snapshot, write, Tx};
 
 /// Runs the handler of the chosen route; every outcome, a panic included, becomes a response.
@@ -88,8 +88,8 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let written = app
                 .db
                 .write(move |tx| {
-                    write::update(tx, rt, &id, &changes)?;
-                    Written::read(tx, &base, rt, &q, &id)
+                    let rec = write::update(tx, rt, &id, &changes)?;
+                    Written::read(tx, &base, rt, &q, rec)
                 })
                 .await?;
             Ok(document(StatusCode::OK, written.document().1))
@@ -112,8 +112,8 @@ async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Respon
     let written = app
         .db
         .write(move |tx| {
-            let id = write::create(tx, rt, &changes)?;
-            Written::read(tx, &base, rt, &q, &id)
+            let rec = write::create(tx, rt, &changes)?;
+            Written::read(tx, &base, rt, &q, rec)
         })
         .await?;
     let (location, body) = written.document();
@@ -129,14 +129,14 @@ enum Written {
 }
 
 impl Written {
-    fn read(tx: &mut dyn Tx, base: &Base, rt: &'static ResourceType, q: &Query, id: &str) -> Result<Written> {
+    /// `rec` is the resource as the write returned it (every field); with `include` or sparse
+    /// fieldsets the document is read and rendered here.
+    fn read(tx: &mut dyn Tx, base: &Base, rt: &'static ResourceType, q: &Query, rec: Record) -> Result<Written> {
         if q.include.is_empty() && q.fieldset(rt).is_none() {
-            let sel = Selection::whole(rt);
-            let rec = select::get(tx, sel, id)?.ok_or_else(|| select::not_found(rt, id))?;
-            return Ok(Written::Read { base: base.clone(), sel, rec });
+            return Ok(Written::Read { base: base.clone(), sel: Selection::whole(rt), rec });
         }
-        let url = RequestUrl::resource(base, rt.name, id);
-        let body = render_one(tx, base, &url, rt, q, id)?;
+        let url = RequestUrl::resource(base, rt.name, &rec.id);
+        let body = render_one(tx, base, &url, rt, q, &rec.id)?;
         Ok(Written::Rendered { url: url.path_url, body })
     }
 

@@ -36,6 +36,15 @@ impl Dialect {
         }
     }
 
+    /// A statement that locks row `id = ?` of `table` until the transaction ends; `None` where
+    /// one writer at a time is all there is (SQLite).
+    pub fn lock_row(self, table: &str) -> Option<String> {
+        match self {
+            Dialect::Sqlite => None,
+            Dialect::Postgres => Some(format!("SELECT id FROM {table} WHERE id = ? FOR UPDATE")),
+        }
+    }
+
     /// `a` differs from `b`, nulls compared as values.
     pub fn distinct(self, a: &str, b: &str) -> String {
         match self {

@@ -105,12 +105,14 @@ pub fn set_parent(tx: &mut dyn Tx, l: &Linkage, child: &str) -> Result<()> {
 /// Whole-set replace of a to-many relationship: the named children move to `parent`, the
 /// others are unlinked (or, when they must keep a parent, the write is refused with 403).
 pub fn replace_children(tx: &mut dyn Tx, l: &Linkage, parent: &str, now: i64) -> Result<()> {
+    lock_parent(tx, l.rel, parent)?;
     unlink(tx, l, parent, now, false)?;
     add_children(tx, l, parent, now)
 }
 
 /// Links the named children to `parent` (those already linked are left as they are).
 pub fn add_children(tx: &mut dyn Tx, l: &Linkage, parent: &str, now: i64) -> Result<()> {
+    lock_parent(tx, l.rel, parent)?;
     let fk = l.rel.fk;
     let d = tx.dialect();
     let sql = format!(
@@ -126,7 +128,19 @@ pub fn add_children(tx: &mut dyn Tx, l: &Linkage, parent: &str, now: i64) -> Res
 
 /// Unlinks the named children from `parent` (those not linked to it are left as they are).
 pub fn remove_children(tx: &mut dyn Tx, l: &Linkage, parent: &str, now: i64) -> Result<()> {
+    lock_parent(tx, l.rel, parent)?;
     unlink(tx, l, parent, now, true)
+}
+
+/// Takes the parent's row lock before a write that reads and changes the set of its children,
+/// where the engine has row locks: a concurrent write that links a child to this parent (its
+/// foreign-key check locks the parent row) then waits, and each statement of this one sees the
+/// children as they are, so that concurrent whole-set writes end as one of them, never a mix.
+fn lock_parent(tx: &mut dyn Tx, rel: &Relationship, parent: &str) -> Result<()> {
+    if let Some(sql) = tx.dialect().lock_row(rel.fk.parent.table) {
+        tx.query(&sql, &[text(parent)], &mut |_| {})?;
+    }
+    Ok(())
 }
 
 /// Unlinks from `parent` the children whose id is (`named`) or is not named in `l`; when the

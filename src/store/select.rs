@@ -138,6 +138,11 @@ impl Selection {
         &self.columns
     }
 
+    /// A copy of `row`, selected with [`Selection::columns`].
+    pub fn record(&self, row: &dyn Row) -> Record {
+        Record::of(&RowFields { row, attrs: self.attrs.len() }, self)
+    }
+
     /// The parent id of `rec` through the to-one `rel`, if read and set.
     pub fn parent_of<'r>(&self, rec: &'r impl Fields, rel: &Relationship) -> Option<&'r str> {
         let i = self.to_one.iter().position(|r| std::ptr::eq(*r, rel))?;

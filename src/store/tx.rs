@@ -87,9 +87,11 @@ pub trait Row {
 pub enum DbError {
     /// A unique index refused a duplicate of `table.column`.
     Unique { table: String, column: String },
-    /// Busy, locked, full, read-only, unreachable, or a conflict with a concurrent
-    /// transaction that retrying did not resolve: nothing was written, retry later (503).
+    /// Busy, locked, full, read-only or unreachable: nothing was written, retry later (503).
     Unavailable(String),
+    /// A deadlock or serialization failure with a concurrent transaction: the engine retries
+    /// the whole transaction, and answers 503 only when retrying does not resolve it.
+    Conflict(String),
     /// Anything else: a fault (500).
     Other(String),
 }
@@ -98,7 +100,7 @@ impl std::fmt::Display for DbError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DbError::Unique { table, column } => write!(f, "a duplicate of {table}.{column}"),
-            DbError::Unavailable(cause) | DbError::Other(cause) => f.write_str(cause),
+            DbError::Unavailable(cause) | DbError::Conflict(cause) | DbError::Other(cause) => f.write_str(cause),
         }
     }
 }
@@ -107,6 +109,10 @@ impl From<DbError> for Error {
     fn from(e: DbError) -> Error {
         match e {
             DbError::Unavailable(cause) => Error::unavailable(cause),
+            DbError::Conflict(cause) => {
+                log::debug!("conflict with a concurrent transaction: {cause}");
+                Error::busy()
+            }
             DbError::Unique { table, column } => Error::internal(format!("unexpected duplicate of {table}.{column}")),
             DbError::Other(cause) => Error::internal(cause),
         }

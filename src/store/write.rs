@@ -1,14 +1,15 @@
 //! Create, update and delete of a resource, driven by its declaration.
 
 use super::relations;
-use super::select::must_exist;
+use super::select::{must_exist, not_found, Record, Selection};
 use super::tx::{DbError, Tx, Value};
 use crate::error::{Error, Problem, Result};
 use crate::jsonapi::body::{singular, Changes};
 use crate::resources::ResourceType;
 
-/// Inserts a new resource and its relationships; returns its id.
-pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> Result<String> {
+/// Inserts a new resource and its relationships; returns it as stored (every column of
+/// [`Selection::whole`], read back by the same statement).
+pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> Result<Record> {
     let id = uuid::Uuid::now_v7().hyphenated().to_string();
     let now = crate::time::now_ms();
     relations::check_targets_exist(tx, &changes.relationships)?;
@@ -24,17 +25,21 @@ pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> 
         values.push(Value::text_or_null(l.ids.first().map(String::as_str)));
     }
     let marks = vec!["?"; columns.len()].join(", ");
-    let sql = format!("INSERT INTO {} ({}) VALUES ({marks})", rt.table, columns.join(", "));
-    tx.execute(&sql, &values).map_err(|e| unique_violation(rt, e))?;
+    let sql = format!("INSERT INTO {} ({}) VALUES ({marks}){}", rt.table, columns.join(", "), returning(rt));
+    let rec = returned(tx, rt, &sql, &values)?.ok_or_else(|| not_found(rt, &id))?;
     for l in changes.relationships.iter().filter(|l| !l.rel.is_to_one()) {
         relations::replace_children(tx, l, &id, now)?;
     }
-    Ok(id)
+    Ok(rec)
 }
 
-/// Applies a partial update; absent attributes and relationships keep their values.
-pub fn update(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str, changes: &Changes) -> Result<()> {
-    must_exist(tx, rt, id)?;
+/// Applies a partial update (absent attributes and relationships keep their values); returns
+/// the resource as stored.
+pub fn update(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str, changes: &Changes) -> Result<Record> {
+    if !changes.relationships.is_empty() {
+        // A missing resource is reported before missing related ones.
+        must_exist(tx, rt, id)?;
+    }
     let now = crate::time::now_ms();
     relations::check_targets_exist(tx, &changes.relationships)?;
     let mut sets = vec!["updated_at = ?".to_owned()];
@@ -49,12 +54,27 @@ pub fn update(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str, changes: &Ch
         values.push(Value::text_or_null(l.ids.first().map(String::as_str)));
     }
     values.push(Value::Text(id.to_owned()));
-    let sql = format!("UPDATE {} SET {} WHERE id = ?", rt.table, sets.join(", "));
-    tx.execute(&sql, &values).map_err(|e| unique_violation(rt, e))?;
+    let sql = format!("UPDATE {} SET {} WHERE id = ?{}", rt.table, sets.join(", "), returning(rt));
+    let rec = returned(tx, rt, &sql, &values)?.ok_or_else(|| not_found(rt, id))?;
     for l in changes.relationships.iter().filter(|l| !l.rel.is_to_one()) {
         relations::replace_children(tx, l, id, now)?;
     }
-    Ok(())
+    Ok(rec)
+}
+
+/// ` RETURNING` every column of the type, so that a write reads back its row in its own
+/// statement.
+fn returning(rt: &'static ResourceType) -> String {
+    format!(" RETURNING {}", Selection::whole(rt).columns())
+}
+
+/// The row a write statement returned, if any; a duplicate of a unique attribute is a 409.
+fn returned(tx: &mut dyn Tx, rt: &'static ResourceType, sql: &str, values: &[Value]) -> Result<Option<Record>> {
+    let sel = Selection::whole(rt);
+    let mut rec = None;
+    tx.query(sql, values, &mut |row| rec = rec.take().or_else(|| Some(sel.record(row))))
+        .map_err(|e| unique_violation(rt, e))?;
+    Ok(rec)
 }
 
 /// Deletes a resource: children through nullable keys are unlinked (their `updated_at` moves),

@@ -3,10 +3,13 @@
 //!
 //! * Every unit of work runs on the blocking pool (the client blocks on the network).
 //! * A single-statement read runs as it is; a read snapshot is a `REPEATABLE READ READ ONLY`
-//!   transaction; a write is a `SERIALIZABLE` transaction, so that the rules checked by the
-//!   generic code (existence, whole-set replaces, orphans) hold against concurrent writes from
-//!   other replicas. A serialization failure or deadlock is retried here, with back-off, and
-//!   never reaches the client unless it persists (then 503).
+//!   transaction; a write is a `READ COMMITTED` transaction, in which every statement sees what
+//!   concurrent writers (other replicas) committed, unique indexes and foreign keys decide
+//!   races on single rows, and a write that reads and changes a set of children takes its
+//!   parent's row lock first ([`crate::store::dialect::Dialect::lock_row`]), so that the rules
+//!   checked by the generic code (existence, whole-set replaces, orphans) hold. A deadlock (or
+//!   serialization failure) is retried here, with back-off, and never reaches the client unless
+//!   it persists (then 503).
 //! * A connection lost (the server restarted, say) is dropped from the pool and the work is
 //!   retried on another one, unless the loss hit a `COMMIT`, whose outcome is then unknown: that
 //!   request gets a 503.
@@ -131,6 +134,9 @@ fn run<T>(
         };
         let retry = result.is_err() && !unknown_outcome && (tx.conflict || tx.conn.broken) && attempt < ATTEMPTS;
         if !retry {
+            if tx.conflict && result.is_err() {
+                log::warn!("a transaction kept conflicting with concurrent ones after {attempt} attempts");
+            }
             return result;
         }
         if tx.conflict {
@@ -142,10 +148,10 @@ fn run<T>(
     Err(Error::unavailable("PostgreSQL work was retried without success"))
 }
 
-/// Runs `f` in a serializable transaction; the flag says whether the connection was lost
+/// Runs `f` in a transaction; the flag says whether the connection was lost
 /// while committing (the outcome is then unknown, and the work must not be retried).
 fn transaction<T>(tx: &mut PgTx<'_>, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>) -> (Result<T>, bool) {
-    if let Err(e) = tx.batch("BEGIN ISOLATION LEVEL SERIALIZABLE") {
+    if let Err(e) = tx.batch("BEGIN ISOLATION LEVEL READ COMMITTED") {
         return (Err(e.into()), false);
     }
     match guarded(|| f(tx)) {

@@ -19,7 +19,7 @@ use crate::store::tx::{Cell, DbError, Row, Shared, Tx, Value};
 pub struct PgTx<'c> {
     pub conn: &'c mut PgConn,
     pub shared: &'c Shared,
-    /// A serialization failure or deadlock happened: the whole transaction may be retried.
+    /// A deadlock or serialization failure happened: the whole transaction may be retried.
     pub conflict: bool,
 }
 
@@ -55,9 +55,15 @@ impl PgTx<'_> {
             let column = db.constraint().and_then(|c| c.strip_prefix(&format!("{table}_"))).unwrap_or("").to_owned();
             return DbError::Unique { table, column };
         }
-        if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED {
+        // A deadlock, a serialization failure, or a row named by a foreign key deleted by a
+        // concurrent transaction since this one checked it: retrying finds the state as it is
+        // (and the generic checks then answer, e.g. 404 for the deleted row).
+        if *code == SqlState::T_R_SERIALIZATION_FAILURE
+            || *code == SqlState::T_R_DEADLOCK_DETECTED
+            || *code == SqlState::FOREIGN_KEY_VIOLATION
+        {
             self.conflict = true;
-            return DbError::Unavailable(format!("conflict with a concurrent transaction: {}", db.message()));
+            return DbError::Conflict(db.message().to_owned());
         }
         let class = &code.code()[..2];
         // Connection problems, too many connections, shutdown or restart, a lock wait or a
