@@ -20,9 +20,8 @@ pub fn bulk<T>(
 ) -> Result<T, String> {
     let manager = Manager::new(url, Duration::from_secs(30))?;
     let name = manager.describe();
-    let client = super::first_connection(&manager, &name, wait)?;
-    let mut conn = super::connect::PgConn { client, statements: Default::default(), broken: false };
-    super::migrate::migrate(&mut conn.client).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
+    let mut conn = super::first_connection(&manager, &name, wait)?;
+    super::migrate::migrate(&mut conn).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
     let shared = Shared::default();
     let mut tx = PgTx { conn: &mut conn, shared: &shared, conflict: false };
     let fail = |e| format!("loading {name} failed: {e}");

@@ -1,26 +1,19 @@
 //! Connecting to PostgreSQL: the URL, TLS (rustls, so that one static binary serves both
 //! engines), per-session settings, and the pool's connection manager.
 
-use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::config::{Host, SslMode};
-use postgres::{Client, Config, Statement};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
+use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::Config;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-/// A pooled connection with the statements prepared on it, keyed by their `?` form.
-pub struct PgConn {
-    pub client: Client,
-    pub statements: HashMap<String, Statement>,
-    /// The connection failed in a way that leaves it unusable (set by the transaction).
-    pub broken: bool,
-}
+use super::client::{ConnectError, PgConn};
 
 /// Opens connections for the pool.
 pub struct Manager {
@@ -41,7 +34,7 @@ impl Manager {
             .keepalives_idle(Duration::from_secs(30))
             // Bounded waits: a lock held elsewhere, or a statement that runs away, end in a 503
             // instead of holding a request (and a connection) indefinitely.
-            .options(&format!("-c lock_timeout={lock_ms} -c statement_timeout={}", lock_ms.max(30_000)));
+            .options(format!("-c lock_timeout={lock_ms} -c statement_timeout={}", lock_ms.max(30_000)));
         Ok(Manager { config, tls: MakeRustlsConnect::new(tls_config()) })
     }
 
@@ -63,19 +56,18 @@ impl Manager {
 
 impl r2d2::ManageConnection for Manager {
     type Connection = PgConn;
-    type Error = postgres::Error;
+    type Error = ConnectError;
 
-    fn connect(&self) -> Result<PgConn, postgres::Error> {
-        let client = self.config.connect(self.tls.clone())?;
-        Ok(PgConn { client, statements: HashMap::new(), broken: false })
+    fn connect(&self) -> Result<PgConn, ConnectError> {
+        PgConn::connect(&self.config, self.tls.clone())
     }
 
-    fn is_valid(&self, conn: &mut PgConn) -> Result<(), postgres::Error> {
-        conn.client.simple_query("").map(drop)
+    fn is_valid(&self, conn: &mut PgConn) -> Result<(), ConnectError> {
+        conn.batch("").map_err(ConnectError::Pg)
     }
 
     fn has_broken(&self, conn: &mut PgConn) -> bool {
-        conn.broken || conn.client.is_closed()
+        conn.broken || conn.is_closed()
     }
 }
 

@@ -1,7 +1,7 @@
 //! The PostgreSQL schema, versioned in `coursed_schema` and migrated under an advisory lock so
 //! that replicas starting at the same moment migrate once.
 
-use postgres::Client;
+use super::client::PgConn;
 
 /// The schema migrations, in order; `coursed_schema` records those applied. Append only.
 const MIGRATIONS: &[&str] = &[include_str!("../../../schema.postgres.sql")];
@@ -10,23 +10,34 @@ const LOCK: i64 = 0x6372_7364;
 
 /// Brings the schema up to date; refuses databases that are newer or hold another
 /// application's tables.
-pub fn migrate(client: &mut Client) -> Result<(), String> {
-    let sql = |e: postgres::Error| e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned());
-    let mut tx = client.transaction().map_err(sql)?;
+pub fn migrate(conn: &mut PgConn) -> Result<(), String> {
+    conn.batch("BEGIN").map_err(message)?;
+    let outcome = steps(conn);
+    let end = if outcome.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let ended = conn.batch(end).map_err(message);
+    let version = outcome?;
+    ended?;
+    let known = MIGRATIONS.len() as i32;
+    if version < known {
+        log::info!("database schema migrated from version {version} to {known}");
+    }
+    Ok(())
+}
+
+/// Migrates inside the caller's transaction; returns the version found.
+fn steps(conn: &mut PgConn) -> Result<i32, String> {
     // Held until the transaction ends; another replica waits here, then finds the work done.
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LOCK]).map_err(sql)?;
-    let ours: bool = tx.query_one("SELECT to_regclass('coursed_schema') IS NOT NULL", &[]).map_err(sql)?.get(0);
+    conn.rows("SELECT pg_advisory_xact_lock($1)", &[&LOCK]).map_err(message)?;
+    let ours: bool = first(conn, "SELECT to_regclass('coursed_schema') IS NOT NULL")?.get(0);
     let version: i32 = if ours {
-        tx.query_one("SELECT coalesce(max(version), 0) FROM coursed_schema", &[]).map_err(sql)?.get(0)
+        first(conn, "SELECT coalesce(max(version), 0) FROM coursed_schema")?.get(0)
     } else {
-        let tables: i64 = tx
-            .query_one("SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()", &[])
-            .map_err(sql)?
-            .get(0);
+        let found =
+            first(conn, "SELECT count(*), current_schema() FROM pg_tables WHERE schemaname = current_schema()")?;
+        let (tables, schema): (i64, String) = (found.get(0), found.get(1));
         if tables > 0 {
             return Err(format!(
-                "its schema {} holds {tables} tables but is not a coursed database; use an empty database",
-                current_schema(&mut tx)
+                "its schema {schema} holds {tables} tables but is not a coursed database; use an empty database"
             ));
         }
         0
@@ -38,16 +49,16 @@ pub fn migrate(client: &mut Client) -> Result<(), String> {
         ));
     }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        tx.batch_execute(step).map_err(|e| format!("migration {} failed: {}", i + 1, sql(e)))?;
-        tx.execute("INSERT INTO coursed_schema (version) VALUES ($1)", &[&(i as i32 + 1)]).map_err(sql)?;
+        conn.batch(step).map_err(|e| format!("migration {} failed: {}", i + 1, message(e)))?;
+        conn.rows("INSERT INTO coursed_schema (version) VALUES ($1)", &[&(i as i32 + 1)]).map_err(message)?;
     }
-    tx.commit().map_err(sql)?;
-    if version < known {
-        log::info!("database schema migrated from version {version} to {known}");
-    }
-    Ok(())
+    Ok(version)
 }
 
-fn current_schema(tx: &mut postgres::Transaction<'_>) -> String {
-    tx.query_one("SELECT current_schema()", &[]).map(|r| r.get::<_, String>(0)).unwrap_or_else(|_| "public".into())
+fn first(conn: &mut PgConn, sql: &str) -> Result<tokio_postgres::Row, String> {
+    conn.rows(sql, &[]).map_err(message)?.into_iter().next().ok_or_else(|| format!("no row from {sql}"))
+}
+
+fn message(e: tokio_postgres::Error) -> String {
+    e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned())
 }

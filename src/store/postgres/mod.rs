@@ -15,6 +15,7 @@
 //!   request gets a 503.
 
 mod bulk;
+mod client;
 mod connect;
 mod migrate;
 mod tx;
@@ -22,6 +23,7 @@ mod tx;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use self::client::PgConn;
 use self::connect::Manager;
 use self::tx::PgTx;
 use super::tx::{guarded, DbError, Shared, Tx};
@@ -65,9 +67,9 @@ impl Postgres {
         let manager = Manager::new(&opts.path, opts.busy_timeout)?;
         let name: Arc<str> = manager.describe().into();
         let manager_mode = manager.ssl_mode();
-        let mut client = first_connection(&manager, &name, opts.wait)?;
-        migrate::migrate(&mut client).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
-        drop(client);
+        let mut conn = first_connection(&manager, &name, opts.wait)?;
+        migrate::migrate(&mut conn).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
+        drop(conn);
         let pool = r2d2::Pool::builder()
             .max_size(POOL)
             .min_idle(Some(1))
@@ -151,10 +153,10 @@ fn run<T>(
 /// Runs `f` in a transaction; the flag says whether the connection was lost
 /// while committing (the outcome is then unknown, and the work must not be retried).
 fn transaction<T>(tx: &mut PgTx<'_>, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>) -> (Result<T>, bool) {
-    if let Err(e) = tx.batch("BEGIN ISOLATION LEVEL READ COMMITTED") {
-        return (Err(e.into()), false);
-    }
+    // Sent with the first statement of `f`.
+    tx.defer("BEGIN ISOLATION LEVEL READ COMMITTED");
     match guarded(|| f(tx)) {
+        Ok(value) if tx.conn.cancel_deferred() => (Ok(value), false),
         Ok(value) => match tx.batch("COMMIT") {
             Ok(()) => (Ok(value), false),
             Err(e) => {
@@ -163,7 +165,7 @@ fn transaction<T>(tx: &mut PgTx<'_>, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>
             }
         },
         Err(e) => {
-            if !tx.conn.broken {
+            if !tx.conn.cancel_deferred() && !tx.conn.broken {
                 let _ = tx.batch("ROLLBACK");
             }
             (Err(e), false)
@@ -180,34 +182,25 @@ fn jitter(of: Duration) -> Duration {
 /// The first connection, for migrations: waits for a server that is starting or not yet
 /// reachable, with back-off, up to `wait`; fails at once on what waiting cannot fix (a wrong
 /// password, a database that does not exist).
-fn first_connection(manager: &Manager, name: &str, wait: Duration) -> std::result::Result<postgres::Client, String> {
+fn first_connection(manager: &Manager, name: &str, wait: Duration) -> std::result::Result<PgConn, String> {
     use r2d2::ManageConnection;
     let started = Instant::now();
     let mut delay = Duration::from_millis(250);
     loop {
         match manager.connect() {
-            Ok(conn) => return Ok(conn.client),
+            Ok(conn) => return Ok(conn),
+            Err(e) if !e.is_transient() => return Err(format!("cannot use PostgreSQL database {name}: {e}")),
             Err(e) => {
-                // A server that is not listening, starting up or full may come; a refused TLS
-                // handshake or password will not.
-                let transient = match e.as_db_error() {
-                    Some(d) => ["08", "53", "57"].contains(&&d.code().code()[..2]),
-                    None => std::error::Error::source(&e).is_some_and(|s| s.is::<std::io::Error>()),
-                };
-                let reason = e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned());
-                if !transient {
-                    return Err(format!("cannot use PostgreSQL database {name}: {reason}"));
-                }
                 let left = wait.saturating_sub(started.elapsed());
                 if left.is_zero() {
                     return Err(format!(
-                        "PostgreSQL at {name} did not answer within {} s (--database-wait): {reason}",
+                        "PostgreSQL at {name} did not answer within {} s (--database-wait): {e}",
                         wait.as_secs()
                     ));
                 }
                 let pause = delay.min(left);
                 log::warn!(
-                    "PostgreSQL at {name} is not answering ({reason}); retrying in {:.1} s (giving up in {} s)",
+                    "PostgreSQL at {name} is not answering ({e}); retrying in {:.1} s (giving up in {} s)",
                     pause.as_secs_f64(),
                     left.as_secs()
                 );

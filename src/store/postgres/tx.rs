@@ -6,11 +6,10 @@ use std::error::Error as StdError;
 use std::time::{Duration, UNIX_EPOCH};
 
 use bytes::BytesMut;
-use postgres::error::SqlState;
-use postgres::fallible_iterator::FallibleIterator;
-use postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 
-use super::connect::PgConn;
+use super::client::PgConn;
 use crate::store::dialect::{numbered, Dialect};
 use crate::store::paging::PageIndex;
 use crate::store::tx::{Cell, DbError, Row, Shared, Tx, Value};
@@ -26,24 +25,31 @@ pub struct PgTx<'c> {
 impl PgTx<'_> {
     pub fn batch(&mut self, sql: &str) -> Result<(), DbError> {
         self.shared.count();
-        let r = self.conn.client.batch_execute(sql);
+        let r = self.conn.batch(sql);
         r.map_err(|e| self.fail(e))
     }
 
-    fn statement(&mut self, sql: &str) -> Result<postgres::Statement, DbError> {
+    /// Holds `sql` back to send it with the next statement (a transaction's `BEGIN`); it counts
+    /// as a statement run.
+    pub fn defer(&mut self, sql: &'static str) {
+        self.shared.count();
+        self.conn.defer(sql);
+    }
+
+    fn statement(&mut self, sql: &str) -> Result<tokio_postgres::Statement, DbError> {
         if let Some(st) = self.conn.statements.get(sql) {
             return Ok(st.clone());
         }
-        let prepared = self.conn.client.prepare(&numbered(sql));
+        let prepared = self.conn.prepare(&numbered(sql));
         let st = prepared.map_err(|e| self.fail(e))?;
         self.conn.statements.insert(sql.to_owned(), st.clone());
         Ok(st)
     }
 
     /// Sorts a failure; notes conflicts (retry the transaction) and lost connections.
-    pub fn fail(&mut self, e: postgres::Error) -> DbError {
+    pub fn fail(&mut self, e: tokio_postgres::Error) -> DbError {
         let Some(db) = e.as_db_error() else {
-            if self.conn.client.is_closed() || e.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>()) {
+            if self.conn.is_closed() || e.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>()) {
                 self.conn.broken = true;
                 return DbError::Unavailable(format!("connection to PostgreSQL lost: {e}"));
             }
@@ -89,32 +95,26 @@ impl Tx for PgTx<'_> {
     fn query(&mut self, sql: &str, params: &[Value], each: &mut dyn FnMut(&dyn Row)) -> Result<u64, DbError> {
         self.shared.count();
         let st = self.statement(sql)?;
-        let stepped = (|| {
-            let mut rows = self.conn.client.query_raw(&st, params.iter().map(Param))?;
-            let mut n = 0;
-            while let Some(row) = rows.next()? {
-                each(&PgRow(&row));
-                n += 1;
-            }
-            Ok(n)
-        })();
-        stepped.map_err(|e| self.fail(e))
+        let r = self.conn.query(&st, params.iter().map(Param), &mut |row| each(&PgRow(row)));
+        r.map_err(|e| self.fail(e))
     }
 
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
         self.shared.count();
         let st = self.statement(sql)?;
-        let params: Vec<Param<'_>> = params.iter().map(Param).collect();
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        let r = self.conn.client.execute(&st, &refs);
+        let r = self.conn.execute(&st, params.iter().map(Param));
         r.map_err(|e| self.fail(e))
     }
 
     fn begin_snapshot(&mut self) -> Result<(), DbError> {
-        self.batch("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self.defer("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+        Ok(())
     }
 
     fn end_snapshot(&mut self) -> Result<(), DbError> {
+        if self.conn.cancel_deferred() {
+            return Ok(()); // nothing was read: the snapshot never began
+        }
         self.batch("COMMIT")
     }
 
@@ -123,7 +123,7 @@ impl Tx for PgTx<'_> {
     }
 }
 
-struct PgRow<'a>(&'a postgres::Row);
+struct PgRow<'a>(&'a tokio_postgres::Row);
 
 /// Text as the server sent it: a UTF-8 database sends valid UTF-8, which the renderer checks
 /// once anyway, so it is not checked twice.
