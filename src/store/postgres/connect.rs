@@ -2,6 +2,7 @@
 //! engines), per-session settings, and the pool's connection manager.
 
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,14 @@ use super::client::{ConnectError, PgConn};
 pub struct Manager {
     config: Config,
     tls: MakeRustlsConnect,
+    /// Session options every connection gets (timeouts), before its counter slot.
+    options: String,
+    /// The next counter slot to give a connection (see `coursed_slot()` in the schema).
+    next_slot: AtomicU32,
 }
+
+/// Counter slots (see `row_counts` in the schema).
+const SLOTS: u32 = 64;
 
 impl Manager {
     /// Parses `url` (`postgres://user:password@host:port/database?sslmode=...`). Every write
@@ -31,11 +39,14 @@ impl Manager {
             .application_name("coursed")
             .connect_timeout(Duration::from_secs(5))
             .keepalives(true)
-            .keepalives_idle(Duration::from_secs(30))
-            // Bounded waits: a lock held elsewhere, or a statement that runs away, end in a 503
-            // instead of holding a request (and a connection) indefinitely.
-            .options(format!("-c lock_timeout={lock_ms} -c statement_timeout={}", lock_ms.max(30_000)));
-        Ok(Manager { config, tls: MakeRustlsConnect::new(tls_config()) })
+            .keepalives_idle(Duration::from_secs(30));
+        // Bounded waits: a lock held elsewhere, or a statement that runs away, end in a 503
+        // instead of holding a request (and a connection) indefinitely.
+        let options = format!("-c lock_timeout={lock_ms} -c statement_timeout={}", lock_ms.max(30_000));
+        // Connections of one process take consecutive slots from a random start, so that no two
+        // of them, and rarely two of different replicas, add to the same counter row.
+        let start = uuid::Uuid::new_v4().as_u128() as u32 % SLOTS;
+        Ok(Manager { config, tls: MakeRustlsConnect::new(tls_config()), options, next_slot: AtomicU32::new(start) })
     }
 
     /// `host:port/database` for messages (never the password).
@@ -59,7 +70,10 @@ impl r2d2::ManageConnection for Manager {
     type Error = ConnectError;
 
     fn connect(&self) -> Result<PgConn, ConnectError> {
-        PgConn::connect(&self.config, self.tls.clone())
+        let slot = self.next_slot.fetch_add(1, Ordering::Relaxed) % SLOTS;
+        let mut config = self.config.clone();
+        config.options(format!("{} -c coursed.slot={slot}", self.options));
+        PgConn::connect(&config, self.tls.clone())
     }
 
     fn is_valid(&self, conn: &mut PgConn) -> Result<(), ConnectError> {

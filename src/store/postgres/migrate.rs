@@ -11,7 +11,9 @@ const LOCK: i64 = 0x6372_7364;
 /// Brings the schema up to date; refuses databases that are newer or hold another
 /// application's tables.
 pub fn migrate(conn: &mut PgConn) -> Result<(), String> {
-    conn.batch("BEGIN").map_err(message)?;
+    // Another replica may hold the lock for as long as its migration takes: wait it out, past
+    // the short lock wait that requests have.
+    conn.batch("BEGIN; SET LOCAL lock_timeout = '10min'; SET LOCAL statement_timeout = 0").map_err(message)?;
     let outcome = steps(conn);
     let end = if outcome.is_ok() { "COMMIT" } else { "ROLLBACK" };
     let ended = conn.batch(end).map_err(message);

@@ -8,6 +8,8 @@ use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
 const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql")];
+/// How long opening waits for another process that is migrating the same file.
+const MIGRATION_WAIT: Duration = Duration::from_secs(60);
 /// Marks a file as a coursed database ("crsd").
 const APPLICATION_ID: i64 = 0x6372_7364;
 
@@ -23,6 +25,9 @@ pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
     // overflow pages to assemble. Takes effect only on a new, empty file.
     writer.pragma_update(None, "page_size", 8192).map_err(fail)?;
     configure(&writer, opts.busy_timeout).map_err(fail)?;
+    // Another process may be creating or migrating the same file: wait it out, past the short
+    // lock wait that requests have.
+    writer.busy_timeout(opts.busy_timeout.max(MIGRATION_WAIT)).map_err(fail)?;
     let sync = match opts.durability {
         Durability::Full => "FULL",
         Durability::Normal => "NORMAL",
@@ -38,6 +43,7 @@ pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
         return Err(format!("cannot open database {}: journal_mode {mode} refused ({got})", opts.path));
     }
     migrate(&mut writer).map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
+    writer.busy_timeout(opts.busy_timeout).map_err(fail)?;
     Ok(writer)
 }
 
