@@ -1,7 +1,7 @@
 //! Create, update and delete of a resource, driven by its declaration.
 
 use super::relations;
-use super::select::{must_exist, not_found, Record, Selection};
+use super::select::{missing, must_exist, not_found, Record, Selection};
 use super::tx::{DbError, Tx, Value};
 use crate::error::{Error, Problem, Result};
 use crate::jsonapi::body::{singular, Changes};
@@ -12,21 +12,45 @@ use crate::resources::ResourceType;
 pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> Result<Record> {
     let id = uuid::Uuid::now_v7().hyphenated().to_string();
     let now = crate::time::now_ms();
-    relations::check_targets_exist(tx, &changes.relationships)?;
+    let to_many = changes.relationships.iter().any(|l| !l.rel.is_to_one());
+    if to_many {
+        relations::check_targets_exist(tx, &changes.relationships)?;
+    }
     let mut columns = vec!["id", "created_at", "updated_at"];
     let mut values = vec![Value::Text(id.clone()), Value::Time(now), Value::Time(now)];
     for (attr, value) in &changes.attributes {
         columns.push(attr.name);
         values.push(value.clone());
     }
+    // Without to-many linkage the parents are checked by the insert itself: it inserts only if
+    // every parent named exists (one statement instead of one more per parent); only when it
+    // inserted nothing are they looked up, to say which is missing.
+    let mut guards = Vec::new();
     for l in changes.relationships.iter().filter(|l| l.rel.is_to_one()) {
         relations::check_parent_allowed(l)?;
         columns.push(l.rel.fk.column);
         values.push(Value::text_or_null(l.ids.first().map(String::as_str)));
+        if let (false, Some(parent)) = (to_many, l.ids.first()) {
+            guards.push(format!("EXISTS (SELECT 1 FROM {} WHERE id = ?)", l.rel.target().table));
+            values.push(Value::Text(parent.clone()));
+        }
     }
     let marks = vec!["?"; columns.len()].join(", ");
-    let sql = format!("INSERT INTO {} ({}) VALUES ({marks}){}", rt.table, columns.join(", "), returning(rt));
-    let rec = returned(tx, rt, &sql, &values)?.ok_or_else(|| not_found(rt, &id))?;
+    let rows = if guards.is_empty() {
+        format!("VALUES ({marks})")
+    } else {
+        format!("SELECT {marks} WHERE {}", guards.join(" AND "))
+    };
+    let sql = format!("INSERT INTO {} ({}) {rows}{}", rt.table, columns.join(", "), returning(rt));
+    let Some(rec) = returned(tx, rt, &sql, &values)? else {
+        relations::check_targets_exist(tx, &changes.relationships)?;
+        // Gone and back between the two statements: as good as missing.
+        let l = changes.relationships.iter().find(|l| l.rel.is_to_one() && !l.ids.is_empty());
+        return Err(match l {
+            Some(l) => missing(l.rel.target(), &l.ids[0]).at(l.pointer_of(0)).into(),
+            None => Error::internal("an insert without guards inserted nothing"),
+        });
+    };
     for l in changes.relationships.iter().filter(|l| !l.rel.is_to_one()) {
         relations::replace_children(tx, l, &id, now)?;
     }
