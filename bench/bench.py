@@ -2,7 +2,9 @@
 """coursed benchmark: W1-W5 against coursed, and (when the reference bench is present) against
 the limit (a hand-tuned warp + rusqlite program serving only W1) and the peer (the same API on
 django-rest-framework-json-api + gunicorn), all in one run, so that ratios are taken between
-figures measured side by side on the same, noisy machine.
+figures measured side by side on the same, noisy machine. When PostgreSQL's server binaries are
+installed, coursed on PostgreSQL (and the peer on the same throwaway cluster) are measured in the
+same rounds (see pg.py).
 
 Run it through bench/run.sh, which builds coursed and installs wrk first. Everything generated
 goes under $BENCH_WORK (default /tmp/coursed-bench); results under $BENCH_WORK/results/<stamp>/.
@@ -16,6 +18,8 @@ import statistics
 import subprocess
 import sys
 import time
+
+import pg
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -103,11 +107,15 @@ def wait_quiet(limit_s, pct=10):
 # ---------- servers ----------
 
 class Server:
-    def __init__(self, name, argv, port=None, env=None, ready_line=None, workloads=WORKLOADS):
+    def __init__(self, name, argv, port=None, env=None, ready_line=None, workloads=WORKLOADS, prepare=None,
+                 db_ticks=None):
         self.name, self.argv, self.port, self.env = name, argv, port, env
         self.ready_line, self.workloads = ready_line, list(workloads)
         self.proc = None
         self.ready_ms = None
+        # Called before each start (a fresh copy of the database), and the CPU of a database
+        # server that is not a child of this one (PostgreSQL).
+        self.prepare, self.db_ticks = prepare, db_ticks
 
     def start(self, logfile, probe=None):
         self.log = open(logfile, "w")
@@ -178,10 +186,11 @@ def wrk(server, w, args, data_dir, out_dir, tag):
     if args.idle_wait:
         wait_quiet(args.idle_wait)
     subprocess.run(base[:2] + [f"-d{args.warmup}"] + base[2:], env=env, check=True, capture_output=True)
-    c0, (m0, t0) = cpu_ticks(server.proc.pid), machine_jiffies()
+    db = server.db_ticks or (lambda: 0)
+    c0, d0, (m0, t0) = cpu_ticks(server.proc.pid), db(), machine_jiffies()
     out = subprocess.run(base[:2] + [f"-d{args.duration}"] + base[2:], env=env, check=True,
                          capture_output=True, text=True).stdout
-    c1, (m1, t1) = cpu_ticks(server.proc.pid), machine_jiffies()
+    c1, d1, (m1, t1) = cpu_ticks(server.proc.pid), db(), machine_jiffies()
     with open(os.path.join(out_dir, f"{tag}_{w}.txt"), "w") as f:
         f.write(out)
     line = next((l for l in out.splitlines() if l.startswith("RESULT")), None)
@@ -195,6 +204,7 @@ def wrk(server, w, args, data_dir, out_dir, tag):
         "non2xx": int(r["non2xx"]), "last_non2xx": int(r["last_non2xx"]),
         "socket_errors": sum(int(r[k]) for k in ("connect_errors", "read_errors", "write_errors", "timeouts")),
         "cpu_us_per_req": round(server_ticks * 1e6 / CLK / reqs) if reqs else None,
+        "db_cpu_us_per_req": round((d1 - d0) * 1e6 / CLK / reqs) if reqs and server.db_ticks else None,
         "machine_busy_pct": round(100 * (m1 - m0) / max(1, t1 - t0)),
     }
 
@@ -235,6 +245,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-peers", action="store_true", help="measure coursed only")
     ap.add_argument("--no-scale", action="store_true", help="skip the 1,000,000-subject database")
+    ap.add_argument("--no-pg", action="store_true", help="skip the servers on PostgreSQL")
     ap.add_argument("--duration", default="10s")
     ap.add_argument("--warmup", default="3s")
     ap.add_argument("--connections", type=int, default=16)
@@ -268,6 +279,16 @@ def main():
         generate(args, pristine, data_dir, *shape)
 
     servers = [lambda: coursed_server(args, os.path.join(work, "run.db"))]
+    cluster = None
+    if not args.no_pg and not pg.bindir():
+        log("no PostgreSQL server binaries (apt-get install postgresql): the PostgreSQL servers are skipped")
+    elif not args.no_pg:
+        cluster = pg.Cluster(os.path.join(work, "pg"), log).start()
+        try:
+            servers += pg_servers(args, cluster, pristine, peers)
+        except BaseException:
+            cluster.stop()
+            raise
     if peers:
         limit_bin = os.path.join(os.environ.get("CARGO_TARGET_DIR_LIMIT", "/tmp/limit-target"), "release", "bench-limit")
         servers.append(lambda: Server("limit", [limit_bin, "--port", "8102", "--db", os.path.join(data_dir, "course.sqlite3")],
@@ -275,11 +296,22 @@ def main():
         servers.append(lambda: Server("peer", ["bash", os.path.join(args.shared, "peers", "drf", "run.sh"), "8101"], port=8101))
 
     results = {"meta": meta(args), "rounds": [], "memory": [], "scale": None}
+    try:
+        measure(args, servers, results, work, out, data_dir, pristine)
+    finally:
+        if cluster:
+            cluster.stop()
+    finish(args, results, out)
+
+
+def measure(args, servers, results, work, out, data_dir, pristine):
     for rnd in range(1, args.rounds + 1):
         for make in servers:
             s = make()
             if s.name == "coursed":
                 fresh_copy(pristine, os.path.join(work, "run.db"))
+            if s.prepare:
+                s.prepare()
             log(f"== round {rnd}: {s.name}")
             with open(os.path.join(data_dir, "subject_ids.txt")) as f:
                 probe = "/v1/subjects/" + f.readline().strip()
@@ -289,8 +321,9 @@ def main():
                     r = wrk(s, w, args, data_dir, out, f"{s.name}.r{rnd}")
                     r.update(round=rnd, server=s.name, workload=w)
                     results["rounds"].append(r)
+                    db = f" + db {r['db_cpu_us_per_req']} us" if r["db_cpu_us_per_req"] is not None else ""
                     log(f"   {w} {r['rps']:10.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "
-                        f"non-2xx {r['non2xx']}  cpu/req {r['cpu_us_per_req']} us  busy {r['machine_busy_pct']}%")
+                        f"non-2xx {r['non2xx']}  cpu/req {r['cpu_us_per_req']} us{db}  busy {r['machine_busy_pct']}%")
                 hwm, anon = memory_kib(s.proc.pid)
                 results["memory"].append({"round": rnd, "server": s.name, "vmhwm_kib": hwm, "rss_anon_kib": anon})
             finally:
@@ -299,6 +332,8 @@ def main():
     if not args.no_scale:
         results["scale"] = scale(args, work, out)
 
+
+def finish(args, results, out):
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     report = subprocess.run([sys.executable, os.path.join(HERE, "report.py"), os.path.join(out, "results.json")],
@@ -313,6 +348,27 @@ def main():
     if args.smoke:
         return
     sys.exit(report.returncode)
+
+
+def pg_servers(args, cluster, pristine, peers):
+    """coursed on PostgreSQL (and the peer on the same cluster): the dataset copied once into a
+    pristine database, each start on a fresh copy of it, so that writes do not carry over."""
+    cluster.sql("CREATE DATABASE coursed_pristine")
+    run([coursed_bin(args), "copy", "--from", pristine, "--to", cluster.url("coursed_pristine")])
+    cluster.sql("VACUUM ANALYZE", db="coursed_pristine")
+
+    def coursed_pg():
+        argv = [coursed_bin(args), "serve", "--port", "0", "--database", cluster.url("coursed_work"),
+                "--token", TOKEN, "--log-level", "warn"]
+        return Server("coursed-pg", argv, ready_line="listening on http://",
+                      prepare=lambda: cluster.fresh("coursed_work", "coursed_pristine"), db_ticks=cluster.cpu_ticks)
+    made = [coursed_pg]
+    if peers:
+        env = {"DRF_PG": cluster.admin_url()}
+        run(["bash", os.path.join(args.shared, "peers", "drf", "setup.sh")], env={**os.environ, **env})
+        made.append(lambda: Server("peer-pg", ["bash", os.path.join(args.shared, "peers", "drf", "run.sh"), "8103"],
+                                   port=8103, env=env, db_ticks=cluster.cpu_ticks))
+    return made
 
 
 def scale(args, work, out):
