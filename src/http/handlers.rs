@@ -87,7 +87,7 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let changes = body::resource(rt, &bytes, Mode::Update(&id))?;
             let written = app
                 .db
-                .write(move |tx| {
+                .write_in(write::atomicity(&changes), move |tx| {
                     let rec = write::update(tx, rt, &id, &changes)?;
                     Written::read(tx, &base, rt, &q, rec)
                 })
@@ -96,7 +96,7 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
         }
         _ => {
             Query::parse(req.query.as_deref(), rt, Accepts::Nothing)?;
-            app.db.write(move |tx| write::delete(tx, rt, &id)).await?;
+            app.db.write_in(write::delete_atomicity(rt), move |tx| write::delete(tx, rt, &id)).await?;
             Ok(no_content())
         }
     }
@@ -111,7 +111,7 @@ async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Respon
     let changes = body::resource(rt, &bytes, Mode::Create)?;
     let written = app
         .db
-        .write(move |tx| {
+        .write_in(write::atomicity(&changes), move |tx| {
             let rec = write::create(tx, rt, &changes)?;
             Written::read(tx, &base, rt, &q, rec)
         })

@@ -95,6 +95,18 @@ pub struct Bootstrap {
     pub kept: Option<String>,
 }
 
+/// What a write needs to be all-or-nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Atomicity {
+    /// Several statements change data, or locks must be held: one transaction.
+    Transaction,
+    /// At most one statement changes data, and the others only read: that statement is atomic
+    /// by itself, so an engine may run the work without a transaction around it (PostgreSQL
+    /// then spares the `BEGIN` and `COMMIT`; reads see what is committed, as they would in a
+    /// `READ COMMITTED` transaction).
+    OneStatement,
+}
+
 /// A handle on the database; cheap to clone. The engine closes when the last handle is dropped.
 #[derive(Clone)]
 pub struct Db {
@@ -162,9 +174,18 @@ impl Db {
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
+        self.write_in(Atomicity::Transaction, f).await
+    }
+
+    /// [`Db::write`], told how much of `f` must be one transaction.
+    pub async fn write_in<T, F>(&self, atomicity: Atomicity, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
         match &self.inner.engine {
             Engine::Sqlite(e) => e.write(f).await,
-            Engine::Postgres(e) => e.write(f).await,
+            Engine::Postgres(e) => e.write(atomicity, f).await,
         }
     }
 

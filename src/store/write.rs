@@ -6,6 +6,28 @@ use super::tx::{DbError, Tx, Value};
 use crate::error::{Error, Problem, Result};
 use crate::jsonapi::body::{singular, Changes};
 use crate::resources::ResourceType;
+use crate::store::Atomicity;
+
+/// How much of a create or update with `changes` must be one transaction: with no to-many
+/// linkage it changes only the resource's own row, in one statement.
+pub fn atomicity(changes: &Changes) -> Atomicity {
+    if changes.relationships.iter().all(|l| l.rel.is_to_one()) {
+        Atomicity::OneStatement
+    } else {
+        Atomicity::Transaction
+    }
+}
+
+/// How much of a delete of `rt` must be one transaction: unlinking children through a nullable
+/// key is a statement of its own; deleting children with their parent is the schema's cascade,
+/// part of the one delete.
+pub fn delete_atomicity(rt: &ResourceType) -> Atomicity {
+    if rt.relationships.iter().any(|r| !r.is_to_one() && r.fk.nullable) {
+        Atomicity::Transaction
+    } else {
+        Atomicity::OneStatement
+    }
+}
 
 /// Inserts a new resource and its relationships; returns it as stored (every column of
 /// [`Selection::whole`], read back by the same statement).

@@ -53,6 +53,13 @@ impl PgConn {
         self.closed || self.client.is_closed()
     }
 
+    /// Reads what the server sent meanwhile (a notice that it is shutting down, the end of the
+    /// connection) without waiting; `false` when the connection is gone.
+    pub fn alive(&mut self) -> bool {
+        let _ = drive(&self.runtime, &mut self.messages, &mut self.closed, std::future::ready(Ok(())));
+        !self.is_closed()
+    }
+
     /// Holds `sql` (no parameters, no rows) back, to be sent with the next statement.
     pub fn defer(&mut self, sql: &'static str) {
         self.deferred = Some(sql);

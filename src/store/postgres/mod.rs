@@ -27,7 +27,7 @@ use self::client::PgConn;
 use self::connect::Manager;
 use self::tx::PgTx;
 use super::tx::{guarded, DbError, Shared, Tx};
-use super::Options;
+use super::{Atomicity, Options};
 use crate::error::{Error, Result};
 
 pub use self::bulk::bulk;
@@ -53,11 +53,14 @@ impl Drop for Postgres {
     }
 }
 
-/// Whether a unit of work is a plain read or a write transaction.
+/// How a unit of work runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Work {
     Read,
+    /// A transaction.
     Write,
+    /// Statements on their own, one of them a write ([`Atomicity::OneStatement`]).
+    WriteOne,
 }
 
 impl Postgres {
@@ -92,12 +95,16 @@ impl Postgres {
         self.spawn(Work::Read, f).await
     }
 
-    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    pub async fn write<T, F>(&self, atomicity: Atomicity, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
-        self.spawn(Work::Write, f).await
+        let work = match atomicity {
+            Atomicity::Transaction => Work::Write,
+            Atomicity::OneStatement => Work::WriteOne,
+        };
+        self.spawn(work, f).await
     }
 
     /// Runs `f` on a pooled connection in the calling thread (not an async one).
@@ -129,10 +136,21 @@ fn run<T>(
     for attempt in 1..=ATTEMPTS {
         let mut conn =
             pool.get().map_err(|e| Error::unavailable(format!("no connection to PostgreSQL at {name}: {e}")))?;
+        if work == Work::WriteOne && !conn.alive() {
+            // Died with a restarted server: found out before the write is sent, not after.
+            conn.broken = true;
+            continue;
+        }
         let mut tx = PgTx { conn: &mut conn, shared, conflict: false };
         let (result, unknown_outcome) = match work {
             Work::Read => (guarded(|| f(&mut tx)), false),
             Work::Write => transaction(&mut tx, f),
+            // A connection lost under the write leaves its outcome unknown.
+            Work::WriteOne => {
+                let result = guarded(|| f(&mut tx));
+                let lost = tx.conn.broken;
+                (result, lost)
+            }
         };
         let retry = result.is_err() && !unknown_outcome && (tx.conflict || tx.conn.broken) && attempt < ATTEMPTS;
         if !retry {
