@@ -8,6 +8,8 @@ import socket
 import subprocess
 import time
 
+from procs import cpu_ticks
+
 SETTINGS = """listen_addresses = '127.0.0.1'
 port = {port}
 unix_socket_directories = ''
@@ -92,22 +94,9 @@ class Cluster:
         self.sql(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY")
 
     def cpu_ticks(self):
-        """User and system CPU of every process of the cluster (the postmaster's children)."""
+        """User and system CPU of every process of the cluster (the postmaster and its children)."""
         try:
             with open(os.path.join(self.data, "postmaster.pid")) as f:
-                master = int(f.readline())
-        except OSError:
+                return cpu_ticks(int(f.readline()))
+        except (OSError, ValueError):
             return 0
-        pids = [master]
-        for t in os.listdir(f"/proc/{master}/task"):
-            with open(f"/proc/{master}/task/{t}/children") as f:
-                pids += [int(p) for p in f.read().split()]
-        total = 0
-        for p in pids:
-            try:
-                with open(f"/proc/{p}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
-            except OSError:
-                pass
-        return total

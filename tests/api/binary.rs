@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::process::{db_path, new_subject, Server};
+use crate::process::{create_concurrently, db_path, new_subject, Server};
 
 #[test]
 fn the_binary_serves_on_a_free_port_and_exits_cleanly_on_sigterm() {
@@ -35,30 +35,11 @@ fn acknowledged_writes_survive_sigkill() {
     let dir = tempfile::tempdir().unwrap();
     let db = db_path(dir.path());
     let server = Server::start(&["--database", &db, "--token", "tok"]);
-    let addr = server.addr.clone();
     // Concurrent writers, so that writes are committed in groups.
-    let ids: Vec<String> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..8)
-            .map(|w| {
-                let server = &server;
-                scope.spawn(move || {
-                    (0..25)
-                        .map(|i| {
-                            let (status, body) =
-                                server.call("POST", "/v1/subjects", "tok", Some(&new_subject(&format!("w{w} n{i}"))));
-                            assert_eq!(status, 201, "{body}");
-                            body["data"]["id"].as_str().unwrap().to_owned()
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
-    });
+    let ids = create_concurrently(&[&server], "tok", 8, 25);
     let first = ids[0].clone();
     let patch = json!({"data": {"type": "subjects", "id": first, "attributes": {"title": "patched"}}});
     assert_eq!(server.call("PATCH", &format!("/v1/subjects/{first}"), "tok", Some(&patch)).0, 200);
-    drop(addr);
     let mut server = server;
     server.child.kill().unwrap(); // SIGKILL: no chance to flush or close anything
     server.child.wait().unwrap();

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::helpers::{Engine, TestApp};
 use crate::pg_cluster::{self, Private};
-use crate::process::{new_subject, Server, Starting};
+use crate::process::{create_concurrently, Server, Starting};
 
 #[tokio::test]
 async fn a_restart_of_postgres_while_serving_gives_503_then_recovers_by_itself() {
@@ -124,24 +124,7 @@ fn a_replica_killed_with_sigkill_loses_nothing_it_acknowledged() {
         Server::start(&["--database", &database, "--token", "t"]),
         Server::start(&["--database", &database, "--token", "t"]),
     );
-    let ids: Vec<String> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..8)
-            .map(|w| {
-                let target = if w % 2 == 0 { &a } else { &b };
-                scope.spawn(move || {
-                    (0..20)
-                        .map(|i| {
-                            let (status, body) =
-                                target.call("POST", "/v1/subjects", "t", Some(&new_subject(&format!("w{w} n{i}"))));
-                            assert_eq!(status, 201, "{body}");
-                            body["data"]["id"].as_str().unwrap().to_owned()
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        workers.into_iter().flat_map(|w| w.join().unwrap()).collect()
-    });
+    let ids = create_concurrently(&[&a, &b], "t", 8, 20);
     let mut a = a;
     a.child.kill().unwrap();
     a.child.wait().unwrap();

@@ -147,6 +147,29 @@ impl Drop for Server {
     }
 }
 
+/// Creates `per_worker` subjects from each of `workers` threads at once, worker `w` through
+/// `servers[w % servers.len()]`, each acknowledged with 201; returns their ids.
+pub fn create_concurrently(servers: &[&Server], token: &str, workers: usize, per_worker: usize) -> Vec<String> {
+    std::thread::scope(|scope| {
+        let running: Vec<_> = (0..workers)
+            .map(|w| {
+                let target = servers[w % servers.len()];
+                scope.spawn(move || {
+                    (0..per_worker)
+                        .map(|i| {
+                            let (status, body) =
+                                target.call("POST", "/v1/subjects", token, Some(&new_subject(&format!("w{w} n{i}"))));
+                            assert_eq!(status, 201, "{body}");
+                            body["data"]["id"].as_str().unwrap().to_owned()
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        running.into_iter().flat_map(|w| w.join().unwrap()).collect()
+    })
+}
+
 pub fn db_path(dir: &Path) -> String {
     dir.join("course.db").to_str().unwrap().to_owned()
 }
