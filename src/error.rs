@@ -174,6 +174,14 @@ fn json_str(s: &str) -> String {
     serde_json::Value::from(s).to_string()
 }
 
+/// The details of the problems, for messages outside HTTP (commands, start-up).
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let details: Vec<&str> = self.problems.iter().map(|p| p.detail.as_str()).collect();
+        f.write_str(&details.join("; "))
+    }
+}
+
 impl From<Problem> for Error {
     fn from(p: Problem) -> Error {
         Error { status: p.status, problems: vec![p], allow: None }

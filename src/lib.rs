@@ -49,7 +49,7 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
     let mut bootstrap = None;
     if accepted.is_empty() {
         let b = db.bootstrap_token(&path).await?;
-        accepted = Tokens::new([b.token.clone()]);
+        accepted = Tokens::new(b.tokens.clone());
         bootstrap = Some(b);
     }
 

@@ -55,7 +55,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         let mut out = std::io::stdout().lock();
         if let Some(t) = new_token.filter(|t| t.created) {
             let kept = t.kept.map_or("it lasts until coursed stops".to_owned(), |k| format!("stored {k}"));
-            let _ = writeln!(out, "no token configured: generated one ({kept}):\n{}", t.token);
+            let _ = writeln!(out, "no token configured: generated one ({kept}):\n{}", t.tokens.join("\n"));
         }
         // The readiness line: clients and scripts wait for it (and read the port from it).
         let _ = writeln!(out, "listening on http://{addr}/v1");

@@ -83,5 +83,5 @@ pub async fn seed(db: &Db) -> Result<(), String> {
         Ok(())
     })
     .await
-    .map_err(|e| format!("cannot load the demo catalogue: {:?}", e.problems))
+    .map_err(|e| format!("cannot load the demo catalogue: {e}"))
 }

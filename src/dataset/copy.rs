@@ -15,6 +15,10 @@ pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
     if from == to {
         return Err("--from and --to name the same database".into());
     }
+    // Opening a SQLite path creates the file: a mistyped source would copy nothing, silently.
+    if !crate::store::is_postgres_url(from) && !std::path::Path::new(from).exists() {
+        return Err(format!("there is no database at {from}"));
+    }
     let mut opts = Options::new(from, Durability::Full);
     opts.wait = crate::store::COMMAND_WAIT;
     let source = Db::open(&opts).map_err(|e| format!("source: {e}"))?;
@@ -38,7 +42,7 @@ pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
         let _ = stx.end_snapshot();
         copied
     });
-    copied.map_err(|e| format!("cannot read {src}: {:?}", e.problems.first().map(|p| &p.detail)))?
+    copied.map_err(|e| format!("cannot read {src}: {e}"))?
 }
 
 fn progress_bar(total: u64) -> ProgressBar {

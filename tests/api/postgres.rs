@@ -73,6 +73,18 @@ async fn sslmode_require_against_a_server_without_tls_is_refused_clearly() {
     assert!(e.contains("PostgreSQL") && e.to_lowercase().contains("tls"), "{e}");
 }
 
+#[tokio::test]
+async fn a_database_that_does_not_exist_is_refused_at_once_not_waited_for() {
+    let Some(server) = pg_cluster::server() else { return };
+    let url = server.fresh_database();
+    let (head, tail) = url.split_once('?').unwrap();
+    let missing = format!("{}/no_such_database?{tail}", &head[..head.rfind('/').unwrap()]);
+    let started = Instant::now();
+    let e = TestApp::open(Engine::Postgres, &missing).await.err().expect("refused");
+    assert!(e.contains("does not exist"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(10), "not waited for: {:?}", started.elapsed());
+}
+
 #[test]
 fn a_server_down_at_start_is_waited_for_with_back_off() {
     let Some(pg) = Private::start(false) else { return };

@@ -72,15 +72,20 @@ impl PgTx<'_> {
             return DbError::Conflict(db.message().to_owned());
         }
         let class = &code.code()[..2];
-        // Connection problems, too many connections, shutdown or restart, a lock wait or a
-        // statement over its time limit, a read-only server: retry later.
-        if ["08", "53", "57"].contains(&class)
-            || *code == SqlState::LOCK_NOT_AVAILABLE
-            || class == "25" && code.code() == "25006"
+        // The server went away (shut down, restarted, lost the connection): this connection is
+        // done, and work that had not committed may run again on another one.
+        if class == "08"
+            || [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(code)
         {
-            if class == "57" || class == "08" {
-                self.conn.broken = true;
-            }
+            self.conn.broken = true;
+            return DbError::Unavailable(format!("{}: {}", code.code(), db.message()));
+        }
+        // Too many connections, a lock wait or a statement over its time limit, a read-only
+        // server: nothing was done; the client may retry later.
+        if ["53", "57"].contains(&class)
+            || *code == SqlState::LOCK_NOT_AVAILABLE
+            || *code == SqlState::READ_ONLY_SQL_TRANSACTION
+        {
             return DbError::Unavailable(format!("{}: {}", code.code(), db.message()));
         }
         DbError::Other(format!("{}: {}", code.code(), db.message()))

@@ -159,17 +159,17 @@ impl Sqlite {
 pub fn bootstrap_token(database: &str, candidate: String) -> std::result::Result<Bootstrap, String> {
     use crate::tokens;
     if database == ":memory:" {
-        return Ok(Bootstrap { token: candidate, created: true, kept: None });
+        return Ok(Bootstrap { tokens: vec![candidate], created: true, kept: None });
     }
     let path = tokens::bootstrap_path(database);
+    let kept = Some(format!("in {}", path.display()));
     if path.exists() {
-        let stored = tokens::read_file(&path)?;
-        let token = stored
-            .into_iter()
-            .next()
-            .ok_or_else(|| format!("tokens file {} holds no token; add one or remove the file", path.display()))?;
-        return Ok(Bootstrap { token, created: false, kept: Some(format!("in {}", path.display())) });
+        let tokens = tokens::read_file(&path)?;
+        if tokens.is_empty() {
+            return Err(format!("tokens file {} holds no token; add one or remove the file", path.display()));
+        }
+        return Ok(Bootstrap { tokens, created: false, kept });
     }
     tokens::store_new(&path, &candidate)?;
-    Ok(Bootstrap { token: candidate, created: true, kept: Some(format!("in {}", path.display())) })
+    Ok(Bootstrap { tokens: vec![candidate], created: true, kept })
 }
