@@ -223,6 +223,8 @@ def main():
     ap.add_argument("--no-peers", action="store_true", help="measure coursed only")
     ap.add_argument("--no-scale", action="store_true", help="skip the 1,000,000-subject database")
     ap.add_argument("--no-pg", action="store_true", help="skip the servers on PostgreSQL")
+    ap.add_argument("--servers", help="only these servers, comma-separated (e.g. coursed-pg,peer-pg)")
+    ap.add_argument("--workloads", help="only these workloads, comma-separated (e.g. W4,W5)")
     ap.add_argument("--duration", default="10s")
     ap.add_argument("--warmup", default="3s")
     ap.add_argument("--connections", type=int, default=16)
@@ -285,6 +287,10 @@ def measure(args, servers, results, work, out, data_dir, pristine):
     for rnd in range(1, args.rounds + 1):
         for make in servers:
             s = make()
+            if args.servers and s.name not in args.servers.split(","):
+                continue
+            if args.workloads:
+                s.workloads = [w for w in s.workloads if w in args.workloads.split(",")]
             if s.name == "coursed":
                 fresh_copy(pristine, os.path.join(work, "run.db"))
             if s.prepare:

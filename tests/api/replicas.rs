@@ -190,3 +190,35 @@ async fn a_database_of_a_newer_coursed_or_of_another_application_is_refused() {
     let e = open(newer).await.unwrap();
     assert!(e.contains("newer"), "{e}");
 }
+
+on_both!(writes_committed_together_each_answer_for_themselves);
+/// Concurrent one-statement writes are committed in groups: a write that fails (a duplicate
+/// `external_id`, an unknown module) answers only its own request, and every other write of
+/// its group is kept.
+async fn writes_committed_together_each_answer_for_themselves() {
+    let (a, b) = TestApp::pair().await;
+    let m = a.module("Kept").await;
+    let gone = "01890000-0000-7000-8000-000000000000";
+    let body = |i: usize| {
+        let (external_id, module) = match i % 4 {
+            0 => (json!("DUP"), json!({"data": {"type": "modules", "id": m}})),
+            1 => (json!(format!("U{i}")), json!({"data": {"type": "modules", "id": gone}})),
+            _ => (json!(format!("U{i}")), json!({"data": {"type": "modules", "id": m}})),
+        };
+        json!({"data": {"type": "subjects", "attributes": {"title": format!("S{i}"), "external_id": external_id},
+            "relationships": {"module": module}}})
+    };
+    let posts = (0..48).map(|i| {
+        let (t, body) = (if i % 2 == 0 { &a } else { &b }, body(i));
+        async move { (i % 4, t.write("POST", "/v1/subjects", body).await.status.as_u16()) }
+    });
+    let answers = join_all(posts).await;
+    let of = |kind: usize, status: u16| answers.iter().filter(|(k, s)| *k == kind && *s == status).count();
+    assert_eq!((of(0, 201), of(0, 409)), (1, 11), "{answers:?}");
+    assert_eq!(of(1, 404), 12, "{answers:?}");
+    assert_eq!(of(2, 201) + of(3, 201), 24, "{answers:?}");
+    let r = b.get(&format!("/v1/modules/{m}/subjects?page[size]=100")).await;
+    assert_eq!(r.data().len(), 25);
+    assert_eq!(r.body["meta"]["page"]["total"], 25);
+    assert_eq!(a.get("/v1/subjects").await.body["meta"]["page"]["total"], 25);
+}

@@ -23,7 +23,7 @@ pub fn bulk<T>(
     let mut conn = super::first_connection(&manager, &name, wait)?;
     super::migrate::migrate(&mut conn).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
     let shared = Shared::default();
-    let mut tx = PgTx { conn: &mut conn, shared: &shared, conflict: false };
+    let mut tx = PgTx::new(&mut conn, &shared);
     let fail = |e| format!("loading {name} failed: {e}");
     // Servers on this database wait (and answer 503) rather than see a half-loaded catalogue.
     tx.batch(&format!("BEGIN; LOCK TABLE {TABLES}, row_counts IN ACCESS EXCLUSIVE MODE")).map_err(fail)?;

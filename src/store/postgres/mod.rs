@@ -14,6 +14,7 @@
 //!   retried on another one, unless the loss hit a `COMMIT`, whose outcome is then unknown: that
 //!   request gets a 503.
 
+mod batch;
 mod bulk;
 mod client;
 mod connect;
@@ -23,6 +24,7 @@ mod tx;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use self::batch::{Batcher, Engine, Pending};
 use self::client::PgConn;
 use self::connect::Manager;
 use self::tx::PgTx;
@@ -38,17 +40,19 @@ const POOL: u32 = 16;
 /// Attempts of one unit of work that meets conflicts or lost connections.
 const ATTEMPTS: u32 = 8;
 
+type Pool = r2d2::Pool<Manager>;
+
 pub struct Postgres {
-    pool: Option<r2d2::Pool<Manager>>,
-    shared: Arc<Shared>,
-    name: Arc<str>,
+    /// Always `Some` until dropped.
+    engine: Option<Arc<Engine>>,
+    batcher: Arc<Batcher>,
 }
 
 impl Drop for Postgres {
     fn drop(&mut self) {
         // Closing a client blocks on its socket, which must not happen on an async thread.
-        if let Some(pool) = self.pool.take() {
-            let _ = std::thread::Builder::new().name("coursed-pg-close".into()).spawn(move || drop(pool));
+        if let Some(engine) = self.engine.take() {
+            let _ = std::thread::Builder::new().name("coursed-pg-close".into()).spawn(move || drop(engine));
         }
     }
 }
@@ -80,11 +84,11 @@ impl Postgres {
             .test_on_check_out(false)
             .build_unchecked(manager);
         log::info!("serving PostgreSQL database {name} (sslmode {:?})", manager_mode);
-        Ok(Postgres { pool: Some(pool), shared, name })
+        Ok(Postgres { engine: Some(Arc::new(Engine { pool, shared, name })), batcher: Arc::default() })
     }
 
-    fn pool(&self) -> &r2d2::Pool<Manager> {
-        self.pool.as_ref().expect("the pool lives as long as the engine")
+    fn engine(&self) -> &Arc<Engine> {
+        self.engine.as_ref().expect("the engine lives as long as the value")
     }
 
     pub async fn read<T, F>(&self, f: F) -> Result<T>
@@ -100,18 +104,23 @@ impl Postgres {
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
-        let work = match atomicity {
-            Atomicity::Transaction => Work::Write,
-            Atomicity::OneStatement => Work::WriteOne,
-        };
-        self.spawn(work, f).await
+        match atomicity {
+            Atomicity::Transaction => self.spawn(Work::Write, f).await,
+            Atomicity::OneStatement => {
+                // Committed with the one-statement writes of other requests (see batch.rs).
+                let (reply, answer) = tokio::sync::oneshot::channel();
+                self.batcher.submit(self.engine(), Box::new(Pending { f, result: None, reply }));
+                answer.await.map_err(|_| Error::internal("a grouped write was dropped"))?
+            }
+        }
     }
 
     /// Runs `f` on a pooled connection in the calling thread (not an async one).
     pub fn read_blocking<T>(&self, f: impl FnOnce(&mut dyn Tx) -> T) -> Result<T> {
+        let engine = self.engine();
         let mut conn =
-            self.pool().get().map_err(|e| Error::unavailable(format!("no connection to {}: {e}", self.name)))?;
-        Ok(f(&mut PgTx { conn: &mut conn, shared: &self.shared, conflict: false }))
+            engine.pool.get().map_err(|e| Error::unavailable(format!("no connection to {}: {e}", engine.name)))?;
+        Ok(f(&mut PgTx::new(&mut conn, &engine.shared)))
     }
 
     async fn spawn<T, F>(&self, work: Work, mut f: F) -> Result<T>
@@ -119,14 +128,16 @@ impl Postgres {
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
-        let (pool, shared, name) = (self.pool().clone(), self.shared.clone(), self.name.clone());
-        tokio::task::spawn_blocking(move || run(&pool, &shared, &name, work, &mut f)).await.map_err(Error::internal)?
+        let engine = self.engine().clone();
+        tokio::task::spawn_blocking(move || run(&engine.pool, &engine.shared, &engine.name, work, &mut f))
+            .await
+            .map_err(Error::internal)?
     }
 }
 
 /// Runs `f` until it succeeds, fails for a reason of its own, or retrying is over.
 fn run<T>(
-    pool: &r2d2::Pool<Manager>,
+    pool: &Pool,
     shared: &Shared,
     name: &str,
     work: Work,
@@ -141,7 +152,7 @@ fn run<T>(
             conn.broken = true;
             continue;
         }
-        let mut tx = PgTx { conn: &mut conn, shared, conflict: false };
+        let mut tx = PgTx::new(&mut conn, shared);
         let (result, unknown_outcome) = match work {
             Work::Read => (guarded(|| f(&mut tx)), false),
             Work::Write => transaction(&mut tx, f),

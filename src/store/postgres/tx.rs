@@ -20,9 +20,15 @@ pub struct PgTx<'c> {
     pub shared: &'c Shared,
     /// A deadlock or serialization failure happened: the whole transaction may be retried.
     pub conflict: bool,
+    /// A statement failed (a PostgreSQL transaction cannot go on after that).
+    pub failed: bool,
 }
 
-impl PgTx<'_> {
+impl<'c> PgTx<'c> {
+    pub fn new(conn: &'c mut PgConn, shared: &'c Shared) -> PgTx<'c> {
+        PgTx { conn, shared, conflict: false, failed: false }
+    }
+
     pub fn batch(&mut self, sql: &str) -> Result<(), DbError> {
         self.shared.count();
         let r = self.conn.batch(sql);
@@ -48,6 +54,7 @@ impl PgTx<'_> {
 
     /// Sorts a failure; notes conflicts (retry the transaction) and lost connections.
     pub fn fail(&mut self, e: tokio_postgres::Error) -> DbError {
+        self.failed = true;
         let Some(db) = e.as_db_error() else {
             if self.conn.is_closed() || e.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>()) {
                 self.conn.broken = true;
