@@ -1,8 +1,11 @@
 //! The state every request sees: the database, the tokens, and how links are built.
 
+use std::sync::Arc;
+
 use warp::http::HeaderMap;
 
 use crate::error::{Error, Problem};
+use crate::http::Web;
 use crate::jsonapi::Base;
 use crate::store::Db;
 use crate::tokens::Tokens;
@@ -16,9 +19,25 @@ pub struct App {
     /// Links are built from this origin when set, else from the request's `Host`.
     pub public_url: Option<Base>,
     pub body_limit: usize,
+    /// Refuse writes without `If-Match` (428).
+    pub require_if_match: bool,
+    /// CORS and compression.
+    pub web: Arc<Web>,
 }
 
 impl App {
+    /// An app over `db` accepting `tokens`, with every other setting at its default.
+    pub fn new(db: Db, tokens: Tokens) -> App {
+        App {
+            db,
+            tokens,
+            public_url: None,
+            body_limit: DEFAULT_BODY_LIMIT,
+            require_if_match: false,
+            web: Arc::new(Web { compression: true, ..Web::default() }),
+        }
+    }
+
     /// The absolute `.../v1` prefix of links for this request.
     pub fn base(&self, headers: &HeaderMap) -> Result<Base, Error> {
         if let Some(base) = &self.public_url {

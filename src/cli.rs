@@ -123,6 +123,29 @@ pub struct ServeArgs {
     /// Largest accepted request body in bytes (larger bodies get 413).
     #[arg(long, env = "COURSED_BODY_LIMIT", default_value_t = crate::app::DEFAULT_BODY_LIMIT)]
     pub body_limit: usize,
+
+    /// An origin whose web pages may call the API (CORS), e.g. https://app.school.example, or *
+    /// for any; repeat the flag for several. The variable takes a comma-separated list.
+    /// Default: none (browsers refuse cross-origin calls).
+    #[arg(long = "cors-origin", env = "COURSED_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Vec<String>,
+
+    /// on: responses over 1 KiB are compressed (brotli or gzip) when the client accepts it;
+    /// off: leave compression to a proxy in front.
+    #[arg(long, env = "COURSED_COMPRESSION", value_enum, default_value = "on")]
+    pub compression: Switch,
+
+    /// Refuse (428) a PATCH or DELETE of a resource, or a write to a relationship, that does
+    /// not carry If-Match with the ETag the client read (or *): no edit can overwrite another
+    /// unseen.
+    #[arg(long, env = "COURSED_REQUIRE_IF_MATCH")]
+    pub require_if_match: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
 }
 
 /// A duration such as `500ms`, `30s`, `5m` or `1h` (a bare number is seconds).

@@ -54,7 +54,14 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
     }
 
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
-    let app = App { db, tokens: accepted, public_url, body_limit: args.body_limit };
+    let web = http::Web::new(&args.cors_origins, args.compression == cli::Switch::On)?;
+    let app = App {
+        public_url,
+        body_limit: args.body_limit,
+        require_if_match: args.require_if_match,
+        web: Arc::new(web),
+        ..App::new(db, accepted)
+    };
     Ok((app, bootstrap))
 }
 

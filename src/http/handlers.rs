@@ -8,17 +8,19 @@ use warp::http::{HeaderMap, Method, StatusCode};
 use warp::path::FullPath;
 use warp::reply::Response;
 
-use super::read::{self, parse_id, render_one};
+use super::conditional::{if_none_match, not_modified, with_tag, IfMatch};
+use super::read::{self, current_tag, parse_id, render_one, render_tagged};
+use super::reply::options;
 use super::reply::{check_accept, check_content_type, created, document, error_reply, no_content, read_body};
-use super::{related, BodyStream, Req, Route};
+use super::{related, BodyStream, Req, Route, COLLECTION, ITEM};
 use crate::app::App;
 use crate::error::{Error, Result};
 use crate::jsonapi::body::{self, Mode};
 use crate::jsonapi::response::{self, Included, RequestUrl};
-use crate::jsonapi::{Accepts, Base, Query};
+use crate::jsonapi::{etag, Accepts, Base, Query};
 use crate::resources::ResourceType;
 use crate::store::select::{Record, Selection};
-use crate::store::{snapshot, write, Tx};
+use crate::store::{snapshot, write, Atomicity, Tx};
 
 /// Runs the handler of the chosen route; every outcome, a panic included, becomes a response.
 pub async fn dispatch(
@@ -30,6 +32,16 @@ pub async fn dispatch(
     body: BodyStream,
     app: Arc<App>,
 ) -> Response {
+    if let Some(allow) = route.allow() {
+        if method == Method::OPTIONS {
+            return options(allow);
+        }
+        if !allow.allows(&method) {
+            return error_reply(&Error::method_not_allowed(allow.methods));
+        }
+    }
+    // A HEAD is answered as its GET; the body is dropped on the way out (see `super::web`).
+    let method = if method == Method::HEAD { Method::GET } else { method };
     let req = Req { method, path, query, headers, body };
     let work = async move {
         match route {
@@ -50,15 +62,11 @@ async fn collection(app: &App, rt: &'static ResourceType, req: Req) -> Result<Re
     match req.method {
         Method::GET => read::collection(app, rt, req, None).await,
         Method::POST => create(app, rt, req).await,
-        _ => Err(Error::method_not_allowed("GET, POST")),
+        _ => Err(Error::method_not_allowed(COLLECTION.methods)),
     }
 }
 
 async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> Result<Response> {
-    let allow = "GET, PATCH, DELETE";
-    if ![Method::GET, Method::PATCH, Method::DELETE].contains(&req.method) {
-        return Err(Error::method_not_allowed(allow));
-    }
     let id = parse_id(rt, raw_id)?;
     check_accept(&req.headers)?;
     match req.method {
@@ -66,10 +74,11 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
             let base = app.base(&req.headers)?;
             let url = RequestUrl::new(&base, req.path.as_str(), req.query);
-            let body = app
+            let inm = if_none_match(&req.headers);
+            let (tag, body) = app
                 .db
                 .read(move |tx| {
-                    let read = |tx: &mut dyn Tx| render_one(tx, &base, &url, rt, &q, &id);
+                    let read = |tx: &mut dyn Tx| render_tagged(tx, &base, &url, rt, &q, &id, inm.as_deref());
                     if q.include.is_empty() {
                         read(tx)
                     } else {
@@ -77,28 +86,47 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
                     }
                 })
                 .await?;
-            Ok(document(StatusCode::OK, body))
+            Ok(match body {
+                Some(body) => with_tag(document(StatusCode::OK, body), &tag),
+                None => not_modified(&tag),
+            })
         }
         Method::PATCH => {
             check_content_type(&req.headers)?;
             let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
             let base = app.base(&req.headers)?;
+            let cond = IfMatch::of(&req.headers, app.require_if_match)?;
             let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
             let changes = body::resource(rt, &bytes, Mode::Update(&id))?;
+            let atomicity = if cond.is_absent() { write::atomicity(&changes) } else { Atomicity::Transaction };
             let written = app
                 .db
-                .write_in(write::atomicity(&changes), move |tx| {
+                .write_in(atomicity, move |tx| {
+                    if !cond.is_absent() {
+                        cond.check(current_tag(tx, &base, rt, &id)?.as_deref())?;
+                    }
                     let rec = write::update(tx, rt, &id, &changes)?;
                     Written::read(tx, &base, rt, &q, rec)
                 })
                 .await?;
-            Ok(document(StatusCode::OK, written.document().1))
+            Ok(written.response(StatusCode::OK))
         }
-        _ => {
+        Method::DELETE => {
             Query::parse(req.query.as_deref(), rt, Accepts::Nothing)?;
-            app.db.write_in(write::delete_atomicity(rt), move |tx| write::delete(tx, rt, &id)).await?;
+            let cond = IfMatch::of(&req.headers, app.require_if_match)?;
+            let base = if cond.is_absent() { None } else { Some(app.base(&req.headers)?) };
+            let atomicity = if cond.is_absent() { write::delete_atomicity(rt) } else { Atomicity::Transaction };
+            app.db
+                .write_in(atomicity, move |tx| {
+                    if let Some(base) = &base {
+                        cond.check(current_tag(tx, base, rt, &id)?.as_deref())?;
+                    }
+                    write::delete(tx, rt, &id)
+                })
+                .await?;
             Ok(no_content())
         }
+        _ => Err(Error::method_not_allowed(ITEM.methods)),
     }
 }
 
@@ -116,16 +144,16 @@ async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Respon
             Written::read(tx, &base, rt, &q, rec)
         })
         .await?;
-    let (location, body) = written.document();
-    Ok(created(&location, body))
+    Ok(written.response(StatusCode::CREATED))
 }
 
 /// A resource as a write left it: read inside the write's transaction, so it is exactly what
 /// was committed. Its document is written after the commit, off the writer thread, unless
-/// `include` needs more queries.
+/// `include` needs more queries. `tag` is the tag of its plain document (what `If-Match`
+/// compares with next), whatever the response shows.
 enum Written {
     Read { base: Base, sel: &'static Selection, rec: Record },
-    Rendered { url: String, body: Vec<u8> },
+    Rendered { url: String, body: Vec<u8>, tag: String },
 }
 
 impl Written {
@@ -135,20 +163,23 @@ impl Written {
         if q.include.is_empty() && q.fieldset(rt).is_none() {
             return Ok(Written::Read { base: base.clone(), sel: Selection::whole(rt), rec });
         }
+        let tag = etag::resource(base, None, Selection::whole(rt), &rec);
         let url = RequestUrl::resource(base, rt.name, &rec.id);
         let body = render_one(tx, base, &url, rt, q, &rec.id)?;
-        Ok(Written::Rendered { url: url.path_url, body })
+        Ok(Written::Rendered { url: url.path_url, body, tag })
     }
 
-    /// The resource's URL and its document.
-    fn document(self) -> (String, Vec<u8>) {
-        match self {
-            Written::Rendered { url, body } => (url, body),
+    /// The response: the document with `ETag` (and `Location` when `status` is 201).
+    fn response(self, status: StatusCode) -> Response {
+        let (url, body, tag) = match self {
+            Written::Rendered { url, body, tag } => (url, body, tag),
             Written::Read { base, sel, rec } => {
                 let url = RequestUrl::resource(&base, sel.rt.name, &rec.id);
                 let body = response::resource(&base, &url, sel, Some(&rec), &Included::new());
-                (url.path_url, body)
+                (url.path_url, body, etag::resource(&base, None, sel, &rec))
             }
-        }
+        };
+        let r = if status == StatusCode::CREATED { created(&url, body) } else { document(status, body) };
+        with_tag(r, &tag)
     }
 }

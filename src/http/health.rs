@@ -8,7 +8,8 @@ use warp::http::header::{HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use warp::http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::reply::error_reply;
+use super::reply::{error_reply, options};
+use super::READ_ONLY;
 use crate::app::App;
 use crate::error::Error;
 
@@ -17,8 +18,8 @@ const READY_WITHIN: Duration = Duration::from_secs(2);
 
 /// `/healthz`: the process is up and serving HTTP.
 pub fn healthz(method: Method) -> Response {
-    if method != Method::GET && method != Method::HEAD {
-        return error_reply(&Error::method_not_allowed("GET, HEAD"));
+    if let Some(r) = read_only(&method) {
+        return r;
     }
     reply(StatusCode::OK, r#"{"status":"ok"}"#)
 }
@@ -26,8 +27,8 @@ pub fn healthz(method: Method) -> Response {
 /// `/readyz`: the database answers a query (503 with `Retry-After` otherwise), so that a load
 /// balancer sends requests only to replicas that can serve them.
 pub async fn readyz(method: Method, app: Arc<App>) -> Response {
-    if method != Method::GET && method != Method::HEAD {
-        return error_reply(&Error::method_not_allowed("GET, HEAD"));
+    if let Some(r) = read_only(&method) {
+        return r;
     }
     match tokio::time::timeout(READY_WITHIN, app.db.ready()).await {
         Ok(true) => reply(StatusCode::OK, r#"{"status":"ready"}"#),
@@ -36,6 +37,15 @@ pub async fn readyz(method: Method, app: Arc<App>) -> Response {
             r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
             r
         }
+    }
+}
+
+/// The answer to `method` on a path that only reads (`OPTIONS`, or 405), unless it is a read.
+pub fn read_only(method: &Method) -> Option<Response> {
+    match *method {
+        Method::GET | Method::HEAD => None,
+        Method::OPTIONS => Some(options(READ_ONLY)),
+        _ => Some(error_reply(&Error::method_not_allowed(READ_ONLY.methods))),
     }
 }
 

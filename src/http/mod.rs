@@ -6,12 +6,16 @@
 //! path with a wrong method is a 405 with `Allow`, never a fall-through. One `recover` turns the
 //! remaining rejections (no route, no token) into the same JSON:API error document.
 
+mod compress;
+mod conditional;
+mod cors;
 mod handlers;
 mod health;
 mod openapi;
 mod read;
 mod related;
 mod reply;
+mod web;
 
 use std::convert::Infallible;
 use std::pin::Pin;
@@ -29,6 +33,7 @@ use crate::app::App;
 use crate::resources::{self, ResourceType};
 
 pub use reply::error_reply;
+pub use web::Web;
 
 /// The chosen route: a path shape with its resolved type and raw segments.
 #[derive(Debug)]
@@ -40,6 +45,47 @@ pub enum Route {
 }
 
 pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, warp::Error>> + Send>>;
+
+/// The methods a route answers, as `Allow` lists them.
+#[derive(Debug, Clone, Copy)]
+pub struct Allow {
+    /// In a 405: the methods that act on the resource, as the contract lists them.
+    pub methods: &'static str,
+    /// In the answer to `OPTIONS` (and a preflight's `Access-Control-Allow-Methods`): every
+    /// method, `HEAD` and `OPTIONS` included.
+    pub all: &'static str,
+}
+
+impl Allow {
+    /// Whether `method` is answered.
+    pub fn allows(&self, method: &Method) -> bool {
+        self.all.split(", ").any(|m| m == method.as_str())
+    }
+}
+
+pub const COLLECTION: Allow = Allow { methods: "GET, POST", all: "GET, POST, HEAD, OPTIONS" };
+pub const ITEM: Allow = Allow { methods: "GET, PATCH, DELETE", all: "GET, PATCH, DELETE, HEAD, OPTIONS" };
+pub const RELATED: Allow = Allow { methods: "GET", all: "GET, HEAD, OPTIONS" };
+pub const TO_ONE: Allow = Allow { methods: "GET, PATCH", all: "GET, PATCH, HEAD, OPTIONS" };
+pub const TO_MANY: Allow =
+    Allow { methods: "GET, PATCH, POST, DELETE", all: "GET, PATCH, POST, DELETE, HEAD, OPTIONS" };
+/// Health and the OpenAPI document.
+pub const READ_ONLY: Allow = Allow { methods: "GET, HEAD", all: "GET, HEAD, OPTIONS" };
+
+impl Route {
+    /// The methods the route answers; `None` when it names a relationship its type does not
+    /// have (a 404 whatever the method).
+    pub fn allow(&self) -> Option<Allow> {
+        match self {
+            Route::Collection(_) => Some(COLLECTION),
+            Route::Item(..) => Some(ITEM),
+            Route::Related(rt, _, rel) => rt.relationship(rel).map(|_| RELATED),
+            Route::Relationship(rt, _, rel) => {
+                rt.relationship(rel).map(|r| if r.is_to_one() { TO_ONE } else { TO_MANY })
+            }
+        }
+    }
+}
 
 /// The parts of a request the handlers use.
 pub struct Req {
@@ -53,17 +99,29 @@ pub struct Req {
 /// The whole API: `GET /v1/openapi.json`, `/healthz` and `/readyz` without a token, everything
 /// else under `/v1` with one.
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
+    let web = app.web.clone();
     let openapi = warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve);
     let healthz = warp::path!("healthz").and(warp::method()).map(health::healthz);
     let state = app.clone();
     let readyz = warp::path!("readyz").and(warp::method()).then(move |m| health::readyz(m, state.clone()));
+    // Preflights carry no token: `OPTIONS` is answered before authentication (the path shapes
+    // it reveals are those of the public OpenAPI document; ids are not looked up).
+    let options =
+        warp::method().and(warp::path("v1")).and(route()).and_then(|method: Method, route: Route| async move {
+            match route.allow() {
+                Some(allow) if method == Method::OPTIONS => Ok(reply::options(allow)),
+                // Not a preflight, or a relationship the type lacks: the authenticated routes answer.
+                _ => Err(warp::reject::not_found()),
+            }
+        });
     let api = warp::path("v1")
         .and(authorized(app.clone()))
         .and(route())
         .and(request())
         .and(warp::any().map(move || app.clone()))
         .then(handlers::dispatch);
-    openapi.or(healthz).unify().or(readyz).unify().or(api).unify().recover(reply::rejection).unify()
+    let all = openapi.or(healthz).unify().or(readyz).unify().or(options).unify().or(api).unify();
+    web::finish(all.recover(reply::rejection).unify(), web)
 }
 
 #[derive(Debug)]

@@ -4,14 +4,11 @@ use warp::http::header::{HeaderValue, CONTENT_TYPE};
 use warp::http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::reply::error_reply;
-use crate::error::Error;
-
 /// Serves the document generated from the resource declarations (built once).
 pub fn serve(method: Method) -> Response {
     static DOC: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    if method != Method::GET {
-        return error_reply(&Error::method_not_allowed("GET"));
+    if let Some(r) = super::health::read_only(&method) {
+        return r;
     }
     let body = DOC.get_or_init(|| crate::openapi::document().to_string().into_bytes()).clone();
     let mut r = Response::new(body.into());

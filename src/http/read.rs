@@ -1,20 +1,20 @@
 //! What the resource and relationship handlers share: reading a collection page or one
 //! resource into its document.
 
-use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::reply::{check_accept, document};
+use super::conditional::{names, tagged};
+use super::reply::check_accept;
 use super::Req;
 use crate::app::App;
 use crate::error::Result;
 use crate::jsonapi::query::{normalize_id, Filter};
 use crate::jsonapi::response::{self, Included, RequestUrl};
-use crate::jsonapi::{Accepts, Base, Query};
+use crate::jsonapi::{etag, Accepts, Base, Query};
 use crate::resources::{Relationship, ResourceType};
 use crate::store::list::list;
 use crate::store::relations;
-use crate::store::select::{self, get, get_with, must_exist, Record, Selection};
+use crate::store::select::{self, get, get_with, lock_row, must_exist, Record, Selection};
 use crate::store::{snapshot, Tx};
 
 /// `GET` of a collection, or of one parent's children when `scope` is set.
@@ -52,7 +52,7 @@ pub async fn collection(
         })
     };
     let body = if bounded { app.db.read(work).await? } else { app.db.scan(work).await? };
-    Ok(document(StatusCode::OK, body))
+    Ok(tagged(&req.headers, body))
 }
 
 /// Whether a page is read by walking one index (so it may run inline): at most one sort key,
@@ -70,16 +70,46 @@ pub fn render_one(
     q: &Query,
     id: &str,
 ) -> Result<Vec<u8>> {
+    Ok(render_tagged(tx, base, url, rt, q, id, None)?.1.unwrap_or_default())
+}
+
+/// The tag of the document `render_one` writes, and the document unless `if_none_match` names
+/// that tag. Without `include` the tag is computed from the row, and a matching request costs
+/// no rendering.
+pub fn render_tagged(
+    tx: &mut dyn Tx,
+    base: &Base,
+    url: &RequestUrl,
+    rt: &'static ResourceType,
+    q: &Query,
+    id: &str,
+    if_none_match: Option<&str>,
+) -> Result<(String, Option<Vec<u8>>)> {
     let sel = Selection::new(rt, q.fieldset(rt), &q.include);
-    if q.include.is_empty() {
-        let mut body = None;
-        get_with(tx, &sel, id, |row| body = Some(response::resource(base, url, &sel, Some(row), &Included::new())))?;
-        return body.ok_or_else(|| select::not_found(rt, id));
+    if !q.include.is_empty() {
+        let rec = get(tx, &sel, id)?.ok_or_else(|| select::not_found(rt, id))?;
+        let mut recs = [rec];
+        let included = relations::include(tx, q, &sel, &mut recs)?;
+        let body = response::resource(base, url, &sel, Some(&recs[0]), &included);
+        let tag = etag::bytes(&body);
+        return Ok((tag.clone(), (!names(if_none_match, &tag)).then_some(body)));
     }
-    let rec = get(tx, &sel, id)?.ok_or_else(|| select::not_found(rt, id))?;
-    let mut recs = [rec];
-    let included = relations::include(tx, q, &sel, &mut recs)?;
-    Ok(response::resource(base, url, &sel, Some(&recs[0]), &included))
+    let mut shown = None;
+    get_with(tx, &sel, id, |row| {
+        let tag = etag::resource(base, url.query.as_deref(), &sel, row);
+        let body =
+            (!names(if_none_match, &tag)).then(|| response::resource(base, url, &sel, Some(row), &Included::new()));
+        shown = Some((tag, body));
+    })?;
+    shown.ok_or_else(|| select::not_found(rt, id))
+}
+
+/// The current tag of resource `id` (of its plain document), its row locked for the rest of the
+/// transaction; `None` when it does not exist.
+pub fn current_tag(tx: &mut dyn Tx, base: &Base, rt: &'static ResourceType, id: &str) -> Result<Option<String>> {
+    lock_row(tx, rt, id)?;
+    let sel = Selection::whole(rt);
+    Ok(get(tx, sel, id)?.map(|rec| etag::resource(base, None, sel, &rec)))
 }
 
 /// The normalized id of a path segment; a segment that is not a UUID names nothing (404).

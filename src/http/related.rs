@@ -6,24 +6,25 @@
 use warp::http::{Method, StatusCode};
 use warp::reply::Response;
 
+use super::conditional::{tagged, with_tag, IfMatch};
 use super::read::{self, parse_id, render_one};
 use super::reply::{check_accept, check_content_type, document, no_content, read_body};
-use super::Req;
+use super::{Req, RELATED, TO_MANY, TO_ONE};
 use crate::app::App;
 use crate::error::{Error, Result};
 use crate::jsonapi::body::{self, singular};
 use crate::jsonapi::response::{self, Included, RequestUrl};
-use crate::jsonapi::{Accepts, Query};
+use crate::jsonapi::{etag, Accepts, Query};
 use crate::resources::{Relationship, ResourceType};
 use crate::store::relations;
-use crate::store::select::{must_exist, Record, Selection};
+use crate::store::select::{exists, lock_row, must_exist, Record, Selection};
 use crate::store::snapshot;
 
 /// `GET /{type}/{id}/{rel}`: the related resource (to-one) or a page of them (to-many).
 pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &str, req: Req) -> Result<Response> {
     let rel = relationship_named(rt, rel)?;
     if req.method != Method::GET {
-        return Err(Error::method_not_allowed("GET"));
+        return Err(Error::method_not_allowed(RELATED.methods));
     }
     let id = parse_id(rt, raw_id)?;
     let target = rel.target();
@@ -46,19 +47,15 @@ pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &s
             })
         })
         .await?;
-    Ok(document(StatusCode::OK, body))
+    Ok(tagged(&req.headers, body))
 }
 
 /// `/{type}/{id}/relationships/{rel}`: read or write the linkage.
 pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &str, req: Req) -> Result<Response> {
     let rel = relationship_named(rt, rel)?;
-    let allowed: &[Method] = if rel.is_to_one() {
-        &[Method::GET, Method::PATCH]
-    } else {
-        &[Method::GET, Method::PATCH, Method::POST, Method::DELETE]
-    };
-    if !allowed.contains(&req.method) {
-        return Err(Error::method_not_allowed(if rel.is_to_one() { "GET, PATCH" } else { "GET, PATCH, POST, DELETE" }));
+    let allow = if rel.is_to_one() { TO_ONE } else { TO_MANY };
+    if !allow.allows(&req.method) || req.method == Method::OPTIONS {
+        return Err(Error::method_not_allowed(allow.methods));
     }
     let id = parse_id(rt, raw_id)?;
     check_accept(&req.headers)?;
@@ -72,17 +69,33 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
                 Ok(response::linkage(&base, rt.name, &id, rel, &ids))
             })
             .await?;
-        return Ok(document(StatusCode::OK, body));
+        return Ok(tagged(&req.headers, body));
     }
 
     check_content_type(&req.headers)?;
+    let cond = IfMatch::of(&req.headers, app.require_if_match)?;
     let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
     let linkage = body::relationship(rel, &bytes)?;
     let method = req.method;
-    let body = app
+    let (tag, body) = app
         .db
         .write(move |tx| {
             let now = crate::time::now_ms();
+            if !cond.is_absent() {
+                // The target is the linkage document: compared as a GET would show it now.
+                lock_row(tx, rt, &id)?;
+                let current = match exists(tx, rt, &id)? {
+                    true => Some(etag::bytes(&response::linkage(
+                        &base,
+                        rt.name,
+                        &id,
+                        rel,
+                        &relations::linkage(tx, rel, &id)?,
+                    ))),
+                    false => None,
+                };
+                cond.check(current.as_deref())?;
+            }
             if rel.is_to_one() {
                 relations::set_parent(tx, &linkage, &id)?;
             } else {
@@ -94,17 +107,16 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
                     _ => relations::remove_children(tx, &linkage, &id, now)?,
                 }
             }
-            if method != Method::PATCH {
-                return Ok(None);
-            }
-            let ids = relations::linkage(tx, rel, &id)?;
-            Ok(Some(response::linkage(&base, rt.name, &id, rel, &ids)))
+            // The new linkage's tag, for the next `If-Match`; the document itself only for PATCH.
+            let linkage = response::linkage(&base, rt.name, &id, rel, &relations::linkage(tx, rel, &id)?);
+            Ok((etag::bytes(&linkage), (method == Method::PATCH).then_some(linkage)))
         })
         .await?;
-    Ok(match body {
+    let r = match body {
         Some(body) => document(StatusCode::OK, body),
         None => no_content(),
-    })
+    };
+    Ok(with_tag(r, &tag))
 }
 
 fn relationship_named(rt: &'static ResourceType, name: &str) -> Result<&'static Relationship> {

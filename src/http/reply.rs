@@ -39,6 +39,14 @@ pub fn no_content() -> Response {
     r
 }
 
+/// 204 to `OPTIONS`, with `Allow` (CORS headers are added on the way out when it is a
+/// preflight from a configured origin).
+pub fn options(allow: super::Allow) -> Response {
+    let mut r = no_content();
+    r.headers_mut().insert(ALLOW, HeaderValue::from_static(allow.all));
+    r
+}
+
 /// The error document, with the headers its status calls for.
 pub fn error_reply(e: &Error) -> Response {
     let mut r = document(e.status, e.to_document());

@@ -3,6 +3,7 @@
 pub mod body;
 pub mod document;
 pub mod escape;
+pub mod etag;
 pub mod query;
 pub mod response;
 

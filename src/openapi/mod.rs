@@ -3,6 +3,7 @@
 //! error statuses and the bearer security scheme.
 
 mod schemas;
+mod web;
 
 use serde_json::{json, Map, Value};
 
@@ -40,7 +41,8 @@ pub fn document() -> Value {
         json!({"get": {"operationId": "getOpenApi", "summary": "This document (no token needed).", "security": [],
             "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}}}}),
     );
-    let responses: Map<String, Value> = [400, 401, 403, 404, 406, 409, 413, 415, 422, 500, 503]
+    web::add_web(&mut paths);
+    let responses: Map<String, Value> = [400, 401, 403, 404, 406, 409, 412, 413, 415, 422, 428, 500, 503]
         .iter()
         .map(|s| (s.to_string(), error_response(*s)))
         .collect();

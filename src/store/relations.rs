@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::select::{exists, missing, must_exist, not_found, read_all, Record, Selection};
+use super::select::{exists, lock_row, missing, must_exist, not_found, read_all, Record, Selection};
 use super::tx::{Tx, Value};
 use crate::error::{Error, Result};
 use crate::jsonapi::body::{singular, Linkage};
@@ -137,10 +137,7 @@ pub fn remove_children(tx: &mut dyn Tx, l: &Linkage, parent: &str, now: i64) -> 
 /// foreign-key check locks the parent row) then waits, and each statement of this one sees the
 /// children as they are, so that concurrent whole-set writes end as one of them, never a mix.
 fn lock_parent(tx: &mut dyn Tx, rel: &Relationship, parent: &str) -> Result<()> {
-    if let Some(sql) = tx.dialect().lock_row(rel.fk.parent.table) {
-        tx.query(&sql, &[text(parent)], &mut |_| {})?;
-    }
-    Ok(())
+    lock_row(tx, rel.fk.parent, parent)
 }
 
 /// Unlinks from `parent` the children whose id is (`named`) or is not named in `l`; when the

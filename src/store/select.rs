@@ -157,6 +157,15 @@ pub fn get_with(tx: &mut dyn Tx, sel: &Selection, id: &str, mut each: impl FnMut
 }
 
 /// The resource `id`, or `None`.
+/// Locks row `id` of `rt` until the transaction ends, where the engine has row locks (one
+/// writer at a time is all there is on SQLite).
+pub fn lock_row(tx: &mut dyn Tx, rt: &ResourceType, id: &str) -> Result<()> {
+    if let Some(sql) = tx.dialect().lock_row(rt.table) {
+        tx.query(&sql, &[Value::Text(id.to_owned())], &mut |_| {})?;
+    }
+    Ok(())
+}
+
 pub fn get(tx: &mut dyn Tx, sel: &Selection, id: &str) -> Result<Option<Record>> {
     let mut rec = None;
     get_with(tx, sel, id, |f| rec = Some(Record::of(f, sel)))?;

@@ -116,7 +116,7 @@ impl TestApp {
         .await
         .unwrap()
         .expect("open db");
-        let app = App { db, tokens: Tokens::new([TOKEN.to_owned()]), public_url: None, body_limit: 2 << 20 };
+        let app = App::new(db, Tokens::new([TOKEN.to_owned()]));
         TestApp { app: Arc::new(app), engine, database, _dir: Arc::new(dir) }
     }
 
@@ -124,7 +124,7 @@ impl TestApp {
     pub async fn open(engine: Engine, database: &str) -> Result<TestApp, String> {
         let opened = database.to_owned();
         let db = tokio::task::spawn_blocking(move || Db::open(&test_options(&opened))).await.unwrap()?;
-        let app = App { db, tokens: Tokens::new([TOKEN.to_owned()]), public_url: None, body_limit: 2 << 20 };
+        let app = App::new(db, Tokens::new([TOKEN.to_owned()]));
         let dir = tempfile::tempdir().expect("temp dir");
         Ok(TestApp { app: Arc::new(app), engine, database: database.to_owned(), _dir: Arc::new(dir) })
     }
@@ -137,6 +137,19 @@ impl TestApp {
         (first.replica(busy).await, first.replica(busy).await)
     }
 
+    /// This app with its settings changed by `change` (before any request).
+    pub fn configured(mut self, change: impl FnOnce(&mut App)) -> TestApp {
+        change(Arc::get_mut(&mut self.app).expect("configured before use"));
+        self
+    }
+
+    /// The response to `req` as sent: status, headers and body bytes (not parsed).
+    pub async fn exchange(&self, req: warp::test::RequestBuilder) -> (StatusCode, HeaderMap, Bytes) {
+        let routes = coursed::http::routes(self.app.clone());
+        let (parts, body) = req.reply(&routes).await.into_parts();
+        (parts.status, parts.headers, body)
+    }
+
     /// Another app on this app's database, whose writes wait up to `busy` for a lock.
     pub async fn replica(&self, busy: std::time::Duration) -> TestApp {
         let database = self.database.clone();
@@ -145,7 +158,7 @@ impl TestApp {
                 .await
                 .unwrap()
                 .expect("open the replica's db");
-        let app = App { db, tokens: Tokens::new([TOKEN.to_owned()]), public_url: None, body_limit: 2 << 20 };
+        let app = App::new(db, Tokens::new([TOKEN.to_owned()]));
         TestApp { app: Arc::new(app), engine: self.engine, database: self.database.clone(), _dir: self._dir.clone() }
     }
 

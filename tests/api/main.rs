@@ -12,3 +12,4 @@ mod process;
 mod relationships;
 mod replicas;
 mod resources;
+mod web;

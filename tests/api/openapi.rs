@@ -112,6 +112,10 @@ async fn every_described_operation_answers_as_described() {
             continue;
         }
         for (method, op) in item.as_object().unwrap() {
+            // HEAD answers as GET without a body, OPTIONS before any check: tests/api/web.rs.
+            if method == "head" || method == "options" {
+                continue;
+            }
             let t = TestApp::new().await;
             let fx = fixtures(&t).await;
             let ty = path.trim_start_matches('/').split('/').next().unwrap();
@@ -171,6 +175,11 @@ async fn the_server_answers_no_route_that_the_document_omits() {
         let id = fx.linked.get(ty).cloned().unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
         let url = format!("/v1{}", shape.replace("{id}", &id));
         for method in METHODS {
+            // A HEAD has no body to tell a missing route from a missing resource by; it is
+            // answered as the GET is.
+            if method == "HEAD" {
+                continue;
+            }
             let body = json!({"data": []});
             let r = call(&t, method, &url, (method != "GET").then_some(&body)).await;
             let described = doc["paths"].get(shape).and_then(|item| item.get(method.to_lowercase()));

@@ -1,0 +1,173 @@
+//! Conditional requests: `ETag` and `If-None-Match` on reads (304 Not Modified), `If-Match` on
+//! writes (412 Precondition Failed, or 428 Precondition Required with `--require-if-match`).
+//!
+//! Tags come from [`crate::jsonapi::etag`]. A compressed response carries its tag with the
+//! coding appended (`"…-gz"`, `"…-br"`: a strong tag names one exact byte sequence), and every
+//! comparison here ignores that suffix, so a tag from any coding of a document matches it.
+
+use warp::http::header::{HeaderValue, ETAG, IF_MATCH, IF_NONE_MATCH};
+use warp::http::{HeaderMap, StatusCode};
+use warp::reply::Response;
+
+use super::reply::document;
+use crate::error::{Error, Problem, Result};
+use crate::jsonapi::etag;
+
+/// The suffixes compressed responses add to a tag.
+pub const CODING_SUFFIXES: [&str; 2] = ["-gz", "-br"];
+
+/// A 200 document tagged by its bytes, or 304 when the request's `If-None-Match` names it.
+pub fn tagged(headers: &HeaderMap, body: Vec<u8>) -> Response {
+    let tag = etag::bytes(&body);
+    if none_match_names(headers, &tag) {
+        return not_modified(&tag);
+    }
+    with_tag(document(StatusCode::OK, body), &tag)
+}
+
+/// 304 with `tag`, no body.
+pub fn not_modified(tag: &str) -> Response {
+    let mut r = Response::new(Default::default());
+    *r.status_mut() = StatusCode::NOT_MODIFIED;
+    with_tag(r, tag)
+}
+
+/// `r` with `ETag: tag`.
+pub fn with_tag(mut r: Response, tag: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(tag) {
+        r.headers_mut().insert(ETAG, v);
+    }
+    r
+}
+
+/// Whether `If-None-Match` names `tag` (or is `*`): weak comparison, as RFC 9110 asks.
+pub fn none_match_names(headers: &HeaderMap, tag: &str) -> bool {
+    names(if_none_match(headers).as_deref(), tag)
+}
+
+/// The request's `If-None-Match`, to take along into a unit of work.
+pub fn if_none_match(headers: &HeaderMap) -> Option<String> {
+    headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// Whether an `If-None-Match` value names `tag` (see [`none_match_names`]).
+pub fn names(if_none_match: Option<&str>, tag: &str) -> bool {
+    let Some(v) = if_none_match else { return false };
+    v.trim() == "*" || tags(v).any(|t| same(t, tag))
+}
+
+/// What a write's `If-Match` asks, read before the write runs.
+#[derive(Debug, Clone)]
+pub enum IfMatch {
+    /// No `If-Match`: the write proceeds.
+    Absent,
+    /// `*`: proceeds when the resource exists.
+    Any,
+    /// Proceeds when the current tag is one of these (strong comparison).
+    Tags(Vec<String>),
+}
+
+impl IfMatch {
+    /// The request's `If-Match`; 428 when it has none and `required` is set.
+    pub fn of(headers: &HeaderMap, required: bool) -> Result<IfMatch> {
+        let Some(v) = headers.get(IF_MATCH) else {
+            if required {
+                return Err(Problem::new(
+                    StatusCode::PRECONDITION_REQUIRED,
+                    "precondition_required",
+                    "This server requires `If-Match` on writes to existing resources and relationships: send the \
+                     `ETag` of the document you read (or `*`).",
+                )
+                .into());
+            }
+            return Ok(IfMatch::Absent);
+        };
+        let v = v.to_str().unwrap_or("");
+        if v.trim() == "*" {
+            return Ok(IfMatch::Any);
+        }
+        // A weak tag never matches strongly; it is kept so that the 412 says what was sent.
+        Ok(IfMatch::Tags(tags(v).map(str::to_owned).collect()))
+    }
+
+    pub fn is_absent(&self) -> bool {
+        matches!(self, IfMatch::Absent)
+    }
+
+    /// Passes when the condition holds for the target's current tag (`None`: it does not
+    /// exist); else the 412 to answer.
+    pub fn check(&self, current: Option<&str>) -> Result<()> {
+        let held = match (self, current) {
+            (IfMatch::Absent, _) => true,
+            (IfMatch::Any, current) => current.is_some(),
+            (IfMatch::Tags(tags), Some(current)) => tags.iter().any(|t| !t.starts_with("W/") && same(t, current)),
+            (IfMatch::Tags(_), None) => false,
+        };
+        if held {
+            return Ok(());
+        }
+        let detail = match current {
+            Some(current) => format!(
+                "`If-Match` does not name the current version of the target (its ETag is now {current}): it \
+                 changed since you read it. Nothing was changed; read it again and reapply your change."
+            ),
+            None => "`If-Match` names a version of a target that does not exist. Nothing was changed.".to_owned(),
+        };
+        Err(Error::from(Problem::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", detail)))
+    }
+}
+
+/// The entity tags of a list header, as sent (`W/` kept); malformed members are skipped.
+fn tags(v: &str) -> impl Iterator<Item = &str> {
+    v.split(',').map(str::trim).filter(|t| {
+        let t = t.strip_prefix("W/").unwrap_or(t);
+        t.len() >= 2 && t.starts_with('"') && t.ends_with('"')
+    })
+}
+
+/// Whether two tags name the same document, ignoring weakness and the coding suffix.
+fn same(a: &str, b: &str) -> bool {
+    opaque(a) == opaque(b)
+}
+
+fn opaque(t: &str) -> &str {
+    let t = t.strip_prefix("W/").unwrap_or(t).trim_matches('"');
+    CODING_SUFFIXES.iter().find_map(|s| t.strip_suffix(s)).unwrap_or(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(name: warp::http::header::HeaderName, v: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(name, HeaderValue::from_str(v).unwrap());
+        h
+    }
+
+    #[test]
+    fn if_none_match_compares_weakly_and_ignores_the_coding() {
+        let tag = "\"abc\"";
+        for v in ["\"abc\"", "W/\"abc\"", "\"x\", \"abc-gz\"", "*", "\"abc-br\""] {
+            assert!(none_match_names(&headers(IF_NONE_MATCH, v), tag), "{v}");
+        }
+        for v in ["\"abd\"", "abc", "\"ab\"", ""] {
+            assert!(!none_match_names(&headers(IF_NONE_MATCH, v), tag), "{v}");
+        }
+        assert!(!none_match_names(&HeaderMap::new(), tag));
+    }
+
+    #[test]
+    fn if_match_compares_strongly() {
+        let check = |v: &str, current: Option<&str>| IfMatch::of(&headers(IF_MATCH, v), false).unwrap().check(current);
+        assert!(check("\"abc\"", Some("\"abc\"")).is_ok());
+        assert!(check("\"x\" , \"abc-gz\"", Some("\"abc\"")).is_ok());
+        assert!(check("*", Some("\"abc\"")).is_ok());
+        assert_eq!(check("*", None).unwrap_err().status, StatusCode::PRECONDITION_FAILED);
+        assert_eq!(check("W/\"abc\"", Some("\"abc\"")).unwrap_err().status, StatusCode::PRECONDITION_FAILED);
+        assert_eq!(check("\"abd\"", Some("\"abc\"")).unwrap_err().status, StatusCode::PRECONDITION_FAILED);
+        assert!(IfMatch::of(&HeaderMap::new(), false).unwrap().check(None).is_ok());
+        let required = IfMatch::of(&HeaderMap::new(), true).unwrap_err();
+        assert_eq!(required.status, StatusCode::PRECONDITION_REQUIRED);
+    }
+}

@@ -1,0 +1,100 @@
+//! Cross-origin resource sharing, for web applications served from other origins.
+//!
+//! Clients authenticate with bearer tokens, never cookies, so no response allows credentials.
+//! A configured origin gets its own value echoed (`*` in the configuration admits any origin),
+//! and every response of a server with CORS on says `Vary: Origin`, so that caches keep the
+//! answers to different origins apart.
+
+use warp::http::header::{
+    HeaderValue, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN,
+    ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE, ALLOW, VARY,
+};
+use warp::reply::Response;
+
+/// Request headers a page may send.
+const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, If-Match, If-None-Match";
+/// Response headers a page may read beyond the safelisted ones.
+const EXPOSE_HEADERS: &str = "Location, ETag, Retry-After, WWW-Authenticate, Allow";
+/// How long a browser may keep a preflight's answer (Chromium keeps at most 2 hours).
+const MAX_AGE: &str = "7200";
+
+/// The origins allowed, from `--cors-origin`.
+#[derive(Debug, Clone, Default)]
+pub struct Cors {
+    any: bool,
+    origins: Vec<String>,
+}
+
+impl Cors {
+    /// Checks and keeps `origins`: each `*` or `scheme://host[:port]` (no path), compared as
+    /// browsers send them (scheme and host in lower case).
+    pub fn new(origins: &[String]) -> Result<Cors, String> {
+        let mut cors = Cors::default();
+        for origin in origins.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
+            if origin == "*" {
+                cors.any = true;
+                continue;
+            }
+            let bad = || {
+                format!("--cors-origin {origin:?} must be * or like https://app.example or http://localhost:3000 (scheme, host, optional port; no path)")
+            };
+            let (scheme, host) = origin.split_once("://").ok_or_else(bad)?;
+            let host_ok = !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b));
+            if !scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
+                || scheme.is_empty()
+                || !host_ok
+            {
+                return Err(bad());
+            }
+            cors.origins.push(origin.to_ascii_lowercase());
+        }
+        Ok(cors)
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.any || !self.origins.is_empty()
+    }
+
+    fn admits(&self, origin: &str) -> bool {
+        self.any || self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
+    }
+
+    /// Adds to `r` the CORS headers due to a request from `origin`; `preflight` when the
+    /// request was `OPTIONS` with `Access-Control-Request-Method` (then `r` holds `Allow`).
+    pub fn apply(&self, origin: Option<&HeaderValue>, preflight: bool, r: &mut Response) {
+        if !self.enabled() {
+            return;
+        }
+        let h = r.headers_mut();
+        h.append(VARY, HeaderValue::from_static("Origin"));
+        let Some(origin) = origin.filter(|o| o.to_str().is_ok_and(|o| self.admits(o))) else { return };
+        h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+        if preflight {
+            if let Some(allow) = h.get(ALLOW).cloned() {
+                h.insert(ACCESS_CONTROL_ALLOW_METHODS, allow);
+                h.insert(ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(ALLOW_HEADERS));
+                h.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static(MAX_AGE));
+            }
+        } else {
+            h.insert(ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSE_HEADERS));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_are_checked() {
+        assert!(Cors::new(&["https://app.example".into(), "http://localhost:3000".into()]).is_ok());
+        assert!(Cors::new(&["*".into()]).unwrap().admits("http://anything.example"));
+        for bad in ["app.example", "https://app.example/path", "https://", "ftp ://x"] {
+            assert!(Cors::new(&[bad.into()]).is_err(), "{bad}");
+        }
+        let cors = Cors::new(&["HTTPS://App.Example".into()]).unwrap();
+        assert!(cors.admits("https://app.example"));
+        assert!(!cors.admits("https://app.example.evil"));
+        assert!(!Cors::default().enabled());
+    }
+}

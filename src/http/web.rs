@@ -1,0 +1,90 @@
+//! What every response passes through on its way out, whatever answered it: compression by
+//! `Accept-Encoding`, the body dropped for `HEAD`, and the CORS headers.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use http_body_util::BodyExt;
+use warp::http::header::{
+    HeaderValue, ACCEPT_ENCODING, ACCESS_CONTROL_REQUEST_METHOD, CONTENT_ENCODING, CONTENT_LENGTH, ETAG, ORIGIN, VARY,
+};
+use warp::http::{HeaderMap, Method, StatusCode};
+use warp::reply::Response;
+use warp::Filter;
+
+use super::compress::{self, Coding};
+use super::cors::Cors;
+use super::reply::error_reply;
+use crate::error::Error;
+
+/// How responses are finished, from the `serve` flags.
+#[derive(Debug, Clone, Default)]
+pub struct Web {
+    pub cors: Cors,
+    /// `--compression off` leaves compression to a proxy in front.
+    pub compression: bool,
+}
+
+impl Web {
+    pub fn new(cors_origins: &[String], compression: bool) -> Result<Web, String> {
+        Ok(Web { cors: Cors::new(cors_origins)?, compression })
+    }
+}
+
+/// `inner` with every response finished.
+pub fn finish<F>(inner: F, web: Arc<Web>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone
+where
+    F: Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static,
+{
+    warp::method().and(warp::header::headers_cloned()).and(inner).then(move |method, headers, r| {
+        let web = web.clone();
+        async move { finish_one(&web, &method, &headers, r).await }
+    })
+}
+
+async fn finish_one(web: &Web, method: &Method, headers: &HeaderMap, mut r: Response) -> Response {
+    if web.compression {
+        r = compress(headers, r).await;
+    }
+    if *method == Method::HEAD {
+        // The headers of the GET, its length included; no body.
+        let length = http_body::Body::size_hint(r.body()).exact();
+        *r.body_mut() = Default::default();
+        if let Some(n) = length.filter(|_| !r.headers().contains_key(CONTENT_LENGTH)) {
+            r.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(n));
+        }
+    }
+    let preflight = *method == Method::OPTIONS && headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD);
+    web.cors.apply(headers.get(ORIGIN), preflight, &mut r);
+    r
+}
+
+/// `r` compressed with the coding `Accept-Encoding` prefers, when its body is large enough.
+async fn compress(headers: &HeaderMap, r: Response) -> Response {
+    let size = http_body::Body::size_hint(r.body()).exact().unwrap_or(0);
+    let has_body = !matches!(r.status(), StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
+    if size < compress::MIN_SIZE as u64 || !has_body || r.headers().contains_key(CONTENT_ENCODING) {
+        return r;
+    }
+    let (mut parts, body) = r.into_parts();
+    parts.headers.append(VARY, HeaderValue::from_static("Accept-Encoding"));
+    let coding = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
+    let Some(coding) = coding else { return Response::from_parts(parts, body) };
+    let bytes = match body.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => return error_reply(&Error::internal(format!("a response body could not be read: {e}"))),
+    };
+    let compressed = coding.compress(&bytes);
+    encoded(&mut parts.headers, coding);
+    Response::from_parts(parts, compressed.into())
+}
+
+/// Marks headers of a body sent in `coding`: `Content-Encoding`, and the tag of that coding.
+fn encoded(headers: &mut HeaderMap, coding: Coding) {
+    headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
+    headers.remove(CONTENT_LENGTH);
+    let tag = headers.get(ETAG).and_then(|t| t.to_str().ok()).and_then(|t| t.strip_suffix('"'));
+    if let Some(v) = tag.and_then(|t| HeaderValue::from_str(&format!("{t}{}\"", coding.tag_suffix())).ok()) {
+        headers.insert(ETAG, v);
+    }
+}

@@ -1,0 +1,387 @@
+//! What browsers and caches need: CORS, HEAD and OPTIONS, compression, entity tags and
+//! conditional requests (304, 412, 428).
+
+use std::io::Read;
+use std::sync::Arc;
+
+use futures_util::future::join_all;
+use serde_json::{json, Value};
+
+use crate::helpers::{many, on_both, one, TestApp, JSONAPI};
+use coursed::http::Web;
+
+const SITE: &str = "https://app.school.example";
+
+fn with_cors(t: TestApp, origins: &[&str]) -> TestApp {
+    let origins: Vec<String> = origins.iter().map(|o| o.to_string()).collect();
+    t.configured(|app| app.web = Arc::new(Web::new(&origins, true).unwrap()))
+}
+
+fn header<'a>(h: &'a warp::http::HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Every `Vary` value, joined.
+fn vary(h: &warp::http::HeaderMap) -> String {
+    h.get_all("vary").iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>().join(", ")
+}
+
+fn preflight(path: &str, origin: &str, method: &str) -> warp::test::RequestBuilder {
+    warp::test::request()
+        .method("OPTIONS")
+        .path(path)
+        .header("host", "localhost:8080")
+        .header("origin", origin)
+        .header("access-control-request-method", method)
+        .header("access-control-request-headers", "authorization, content-type, if-match")
+}
+
+on_both!(a_preflight_from_a_configured_origin_is_answered_without_a_token);
+async fn a_preflight_from_a_configured_origin_is_answered_without_a_token() {
+    let t = with_cors(TestApp::new().await, &[SITE, "http://localhost:3000"]);
+    let s = t.subject("S", None).await;
+    for (path, method, allowed) in [
+        ("/v1/subjects".to_owned(), "POST", "GET, POST, HEAD, OPTIONS"),
+        (format!("/v1/subjects/{s}"), "PATCH", "GET, PATCH, DELETE, HEAD, OPTIONS"),
+        (format!("/v1/subjects/{s}/relationships/chapters"), "POST", "GET, PATCH, POST, DELETE, HEAD, OPTIONS"),
+        (format!("/v1/subjects/{s}/relationships/module"), "PATCH", "GET, PATCH, HEAD, OPTIONS"),
+        (format!("/v1/subjects/{s}/chapters"), "GET", "GET, HEAD, OPTIONS"),
+    ] {
+        let (status, h, body) = t.exchange(preflight(&path, SITE, method)).await;
+        assert_eq!(status, 204, "{path}");
+        assert!(body.is_empty());
+        assert_eq!(header(&h, "access-control-allow-origin"), Some(SITE), "{path}");
+        assert!(vary(&h).contains("Origin"));
+        assert_eq!(header(&h, "access-control-allow-methods"), Some(allowed), "{path}");
+        let allowed_headers = header(&h, "access-control-allow-headers").unwrap().to_ascii_lowercase();
+        for name in ["authorization", "content-type", "accept", "if-match", "if-none-match"] {
+            assert!(allowed_headers.contains(name), "{allowed_headers}");
+        }
+        assert!(header(&h, "access-control-max-age").unwrap().parse::<u32>().unwrap() > 0);
+        assert_eq!(header(&h, "access-control-allow-credentials"), None);
+    }
+    // Another origin gets no permission, only what any OPTIONS gets.
+    let (status, h, _) = t.exchange(preflight("/v1/subjects", "https://evil.example", "POST")).await;
+    assert_eq!(status, 204);
+    assert_eq!(header(&h, "allow"), Some("GET, POST, HEAD, OPTIONS"));
+    for name in ["access-control-allow-origin", "access-control-allow-methods", "access-control-allow-headers"] {
+        assert_eq!(header(&h, name), None, "{name}");
+    }
+    // `*` admits any origin, echoed.
+    let t = with_cors(TestApp::new().await, &["*"]);
+    let (_, h, _) = t.exchange(preflight("/v1/modules", "http://192.168.1.20:8000", "POST")).await;
+    assert_eq!(header(&h, "access-control-allow-origin"), Some("http://192.168.1.20:8000"));
+}
+
+on_both!(responses_to_a_configured_origin_carry_cors_headers_errors_included);
+async fn responses_to_a_configured_origin_carry_cors_headers_errors_included() {
+    let t = with_cors(TestApp::new().await, &[SITE]);
+    let m = t.module("M").await;
+    let body = json!({"data": {"type": "subjects", "attributes": {"title": "S"}}}).to_string();
+    let requests = [
+        (t.req("GET", &format!("/v1/modules/{m}")), 200),
+        (t.req("POST", "/v1/subjects").header("content-type", JSONAPI).body(body), 201),
+        (t.req("GET", "/v1/nothing"), 404),
+        (t.req("PUT", "/v1/subjects"), 405),
+        (warp::test::request().method("GET").path("/v1/subjects").header("host", "localhost:8080"), 401),
+        (warp::test::request().method("GET").path("/healthz"), 200),
+        (warp::test::request().method("GET").path("/v1/openapi.json"), 200),
+    ];
+    for (req, status) in requests {
+        let (got, h, _) = t.exchange(req.header("origin", SITE)).await;
+        assert_eq!(got, status);
+        assert_eq!(header(&h, "access-control-allow-origin"), Some(SITE), "{status}");
+        assert!(vary(&h).contains("Origin"));
+        let exposed = header(&h, "access-control-expose-headers").unwrap();
+        assert!(exposed.contains("Location") && exposed.contains("ETag"), "{exposed}");
+        assert_eq!(header(&h, "access-control-allow-credentials"), None);
+    }
+    let (_, h, _) = t.exchange(t.req("GET", "/v1/modules").header("origin", "https://other.example")).await;
+    assert_eq!(header(&h, "access-control-allow-origin"), None);
+    assert!(vary(&h).contains("Origin"));
+    // Without --cors-origin nothing changes.
+    let plain = TestApp::new().await;
+    let (_, h, _) = plain.exchange(plain.req("GET", "/v1/modules").header("origin", SITE)).await;
+    assert_eq!(header(&h, "access-control-allow-origin"), None);
+    assert!(!vary(&h).contains("Origin"));
+}
+
+on_both!(head_answers_as_get_without_a_body_and_options_says_what_is_allowed);
+async fn head_answers_as_get_without_a_body_and_options_says_what_is_allowed() {
+    let t = TestApp::new().await;
+    let m = t.module("M").await;
+    let s = t.subject("S", Some(&m)).await;
+    for path in [
+        format!("/v1/subjects/{s}"),
+        "/v1/subjects".to_owned(),
+        format!("/v1/modules/{m}/subjects"),
+        format!("/v1/subjects/{s}/module"),
+        format!("/v1/modules/{m}/relationships/subjects"),
+    ] {
+        let (status, get_h, get_body) = t.exchange(t.req("GET", &path)).await;
+        assert_eq!(status, 200);
+        let (status, h, body) = t.exchange(t.req("HEAD", &path)).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(body.is_empty(), "{path}");
+        assert_eq!(header(&h, "etag"), header(&get_h, "etag"), "{path}");
+        assert_eq!(header(&h, "content-type"), Some(JSONAPI));
+        assert_eq!(header(&h, "content-length"), Some(get_body.len().to_string().as_str()), "{path}");
+    }
+    let (status, _, body) = t.exchange(t.req("HEAD", "/v1/subjects/01890000-0000-7000-8000-000000000000")).await;
+    assert_eq!((status.as_u16(), body.is_empty()), (404, true));
+    let (status, _, body) = t.exchange(warp::test::request().method("HEAD").path("/healthz")).await;
+    assert_eq!((status.as_u16(), body.is_empty()), (200, true));
+
+    // OPTIONS without CORS: 204 with `Allow`, no token needed; the same list in a 405.
+    for (path, allow) in [
+        ("/v1/modules".to_owned(), "GET, POST, HEAD, OPTIONS"),
+        (format!("/v1/modules/{m}"), "GET, PATCH, DELETE, HEAD, OPTIONS"),
+        (format!("/v1/subjects/{s}/relationships/module"), "GET, PATCH, HEAD, OPTIONS"),
+        ("/healthz".to_owned(), "GET, HEAD, OPTIONS"),
+        ("/v1/openapi.json".to_owned(), "GET, HEAD, OPTIONS"),
+    ] {
+        let (status, h, _) = t.exchange(warp::test::request().method("OPTIONS").path(&path)).await;
+        assert_eq!(status, 204, "{path}");
+        assert_eq!(header(&h, "allow"), Some(allow), "{path}");
+        assert_eq!(header(&h, "access-control-allow-origin"), None);
+    }
+    let r = t.send(t.req("PUT", &format!("/v1/subjects/{s}/relationships/module"))).await;
+    r.assert_problem(405);
+    // A 405 lists the methods that act on the resource, as the contract does.
+    assert_eq!(r.header("allow"), Some("GET, PATCH"));
+    // A relationship the type does not have is no route, whatever the method.
+    t.send(t.req("OPTIONS", &format!("/v1/subjects/{s}/relationships/teachers"))).await.assert_problem(404);
+}
+
+/// `ETag` of a GET, asserting 200.
+async fn tag_of(t: &TestApp, path: &str) -> String {
+    let (status, h, _) = t.exchange(t.req("GET", path)).await;
+    assert_eq!(status, 200, "{path}");
+    let tag = header(&h, "etag").unwrap_or_else(|| panic!("no ETag on {path}")).to_owned();
+    assert!(tag.starts_with('"') && tag.ends_with('"') && tag.len() > 10, "{tag}");
+    tag
+}
+
+async fn get_if_none_match(t: &TestApp, path: &str, tag: &str) -> (u16, warp::http::HeaderMap, bytes::Bytes) {
+    let (status, h, body) = t.exchange(t.req("GET", path).header("if-none-match", tag)).await;
+    (status.as_u16(), h, body)
+}
+
+on_both!(every_document_has_an_etag_and_a_current_one_revalidates_with_304);
+async fn every_document_has_an_etag_and_a_current_one_revalidates_with_304() {
+    let (t, other) = TestApp::pair().await;
+    let m = t.module("M").await;
+    let s = t.subject("S", Some(&m)).await;
+    let c = t.chapter("C", &s, 1).await;
+    let paths = [
+        format!("/v1/subjects/{s}"),
+        format!("/v1/subjects/{s}?fields[subjects]=title"),
+        format!("/v1/subjects/{s}?include=module"),
+        "/v1/subjects".to_owned(),
+        "/v1/chapters?sort=-title".to_owned(),
+        format!("/v1/modules/{m}/subjects"),
+        format!("/v1/subjects/{s}/module"),
+        format!("/v1/chapters/{c}/subject"),
+        format!("/v1/subjects/{s}/relationships/chapters"),
+    ];
+    let mut tags = Vec::new();
+    for path in &paths {
+        let tag = tag_of(&t, path).await;
+        // Replicas agree on tags.
+        assert_eq!(tag_of(&other, path).await, tag, "{path}");
+        let (status, h, body) = get_if_none_match(&t, path, &tag).await;
+        assert_eq!(status, 304, "{path}");
+        assert!(body.is_empty());
+        assert_eq!(header(&h, "etag"), Some(tag.as_str()));
+        let (status, _, _) = get_if_none_match(&t, path, &format!("\"other\", W/{tag}")).await;
+        assert_eq!(status, 304, "weak comparison, lists: {path}");
+        assert_eq!(get_if_none_match(&t, path, "\"other\"").await.0, 200);
+        tags.push(tag);
+    }
+    let distinct: std::collections::HashSet<_> = tags.iter().collect();
+    assert_eq!(distinct.len(), tags.len(), "different documents have different tags");
+
+    // A change of the subject's title changes its documents' tags; the module's stays.
+    let module_tag = tag_of(&t, &format!("/v1/modules/{m}")).await;
+    let patch = json!({"data": {"type": "subjects", "id": s, "attributes": {"title": "S2"}}});
+    t.write("PATCH", &format!("/v1/subjects/{s}"), patch).await.assert_status(200);
+    assert_eq!(get_if_none_match(&t, &paths[0], &tags[0]).await.0, 200);
+    assert_eq!(get_if_none_match(&t, &paths[3], &tags[3]).await.0, 200);
+    assert_eq!(tag_of(&t, &format!("/v1/modules/{m}")).await, module_tag);
+    // Linkage shown in the subject's document (its module) moves its tag too.
+    let now = tag_of(&t, &paths[0]).await;
+    t.write("PATCH", &format!("/v1/subjects/{s}/relationships/module"), json!({"data": null})).await.assert_status(200);
+    assert_ne!(tag_of(&t, &paths[0]).await, now);
+    assert_eq!(tag_of(&t, &format!("/v1/modules/{m}")).await, module_tag);
+    // A new chapter changes the subject's chapter linkage.
+    t.chapter("D", &s, 2).await;
+    assert_eq!(get_if_none_match(&t, &paths[8], &tags[8]).await.0, 200);
+}
+
+async fn patch_title(t: &TestApp, s: &str, title: &str, if_match: Option<&str>) -> (u16, Option<String>) {
+    let body = json!({"data": {"type": "subjects", "id": s, "attributes": {"title": title}}}).to_string();
+    let mut req = t.req("PATCH", &format!("/v1/subjects/{s}")).header("content-type", JSONAPI).body(body);
+    if let Some(tag) = if_match {
+        req = req.header("if-match", tag);
+    }
+    let (status, h, body) = t.exchange(req).await;
+    if status == 412 {
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(doc["errors"][0]["status"], "412");
+        assert!(doc["errors"][0]["detail"].as_str().unwrap().contains("If-Match"));
+    }
+    (status.as_u16(), header(&h, "etag").map(str::to_owned))
+}
+
+async fn title(t: &TestApp, s: &str) -> String {
+    t.get(&format!("/v1/subjects/{s}")).await.body["data"]["attributes"]["title"].as_str().unwrap().to_owned()
+}
+
+on_both!(if_match_lets_a_current_tag_write_and_refuses_a_stale_one);
+async fn if_match_lets_a_current_tag_write_and_refuses_a_stale_one() {
+    let t = TestApp::new().await;
+    let s = t.subject("First", None).await;
+    let read = tag_of(&t, &format!("/v1/subjects/{s}")).await;
+    let (status, new_tag) = patch_title(&t, &s, "Second", Some(&read)).await;
+    assert_eq!(status, 200);
+    // The write's tag is the one a GET shows next.
+    let new_tag = new_tag.expect("PATCH answers with the new ETag");
+    assert_eq!(tag_of(&t, &format!("/v1/subjects/{s}")).await, new_tag);
+    assert_eq!(patch_title(&t, &s, "Stale", Some(&read)).await.0, 412);
+    assert_eq!(title(&t, &s).await, "Second");
+    assert_eq!(patch_title(&t, &s, "Any", Some("*")).await.0, 200);
+    assert_eq!(patch_title(&t, &s, "Weak", Some(&format!("W/{new_tag}"))).await.0, 412);
+
+    // DELETE: stale refused, current deletes; `*` on what does not exist is refused.
+    let tag = tag_of(&t, &format!("/v1/subjects/{s}")).await;
+    let del = |tag: &str| t.req("DELETE", &format!("/v1/subjects/{s}")).header("if-match", tag.to_owned());
+    assert_eq!(t.exchange(del(&read)).await.0, 412);
+    assert_eq!(t.exchange(del(&tag)).await.0, 204);
+    assert_eq!(t.exchange(del("*")).await.0, 412);
+    assert_eq!(patch_title(&t, &s, "Gone", None).await.0, 404);
+
+    // POST answers with the tag of the new resource.
+    let body = json!({"data": {"type": "modules", "attributes": {"title": "M"}}}).to_string();
+    let (status, h, doc) = t.exchange(t.req("POST", "/v1/modules").header("content-type", JSONAPI).body(body)).await;
+    assert_eq!(status, 201);
+    let id = serde_json::from_slice::<Value>(&doc).unwrap()["data"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(header(&h, "etag").map(str::to_owned), Some(tag_of(&t, &format!("/v1/modules/{id}")).await));
+}
+
+on_both!(if_match_guards_relationship_writes);
+async fn if_match_guards_relationship_writes() {
+    let t = TestApp::new().await;
+    let m = t.module("M").await;
+    let (a, b) = (t.subject("A", None).await, t.subject("B", None).await);
+    let path = format!("/v1/modules/{m}/relationships/subjects");
+    let read = tag_of(&t, &path).await;
+    let write = |method: &str, linkage: Value, tag: &str| {
+        t.req(method, &path)
+            .header("content-type", JSONAPI)
+            .header("if-match", tag.to_owned())
+            .body(linkage.to_string())
+    };
+    let (status, h, _) = t.exchange(write("POST", many("subjects", &[&a]), &read)).await;
+    assert_eq!(status, 204);
+    let after_add = header(&h, "etag").unwrap().to_owned();
+    assert_eq!(tag_of(&t, &path).await, after_add);
+    // The tag read before the add is stale now: nothing of this replace happens.
+    assert_eq!(t.exchange(write("PATCH", many("subjects", &[&b]), &read)).await.0, 412);
+    assert_eq!(t.get(&path).await.ids(), vec![a.clone()]);
+    let (status, h, _) = t.exchange(write("PATCH", many("subjects", &[&b]), &after_add)).await;
+    assert_eq!(status, 200);
+    assert_eq!(header(&h, "etag").map(str::to_owned), Some(tag_of(&t, &path).await));
+    // To-one: the linkage document's tag.
+    let to_one = format!("/v1/subjects/{a}/relationships/module");
+    let stale = tag_of(&t, &to_one).await;
+    t.write("PATCH", &to_one, one("modules", &m)).await.assert_status(200);
+    let req = t.req("PATCH", &to_one).header("content-type", JSONAPI).header("if-match", stale);
+    assert_eq!(t.exchange(req.body(json!({"data": null}).to_string())).await.0, 412);
+    assert_eq!(t.get(&to_one).await.body["data"]["id"], m.as_str());
+}
+
+on_both!(two_editors_racing_with_one_tag_get_one_success_and_one_412);
+async fn two_editors_racing_with_one_tag_get_one_success_and_one_412() {
+    let (a, b) = TestApp::pair().await;
+    let s = a.subject("Start", None).await;
+    for round in 0..8 {
+        let tag = tag_of(&a, &format!("/v1/subjects/{s}")).await;
+        let edits = [(&a, "by a"), (&b, "by b"), (&a, "by a again"), (&b, "by b again")].map(|(t, title)| {
+            let (tag, s) = (tag.clone(), s.clone());
+            async move { (title, patch_title(t, &s, &format!("{title} {round}"), Some(&tag)).await.0) }
+        });
+        let results = join_all(edits).await;
+        let won: Vec<_> = results.iter().filter(|(_, status)| *status == 200).collect();
+        assert_eq!(won.len(), 1, "round {round}: {results:?}");
+        assert!(results.iter().all(|(_, status)| *status == 200 || *status == 412), "{results:?}");
+        assert_eq!(title(&b, &s).await, format!("{} {round}", won[0].0));
+    }
+}
+
+on_both!(require_if_match_refuses_blind_writes_with_428);
+async fn require_if_match_refuses_blind_writes_with_428() {
+    let t = TestApp::new().await.configured(|app| app.require_if_match = true);
+    let s = t.subject("S", None).await;
+    let r = t.write("PATCH", &format!("/v1/subjects/{s}"), json!({"data": {"type": "subjects", "id": s}})).await;
+    r.assert_problem(428);
+    t.delete(&format!("/v1/subjects/{s}")).await.assert_problem(428);
+    t.write("PATCH", &format!("/v1/subjects/{s}/relationships/module"), json!({"data": null}))
+        .await
+        .assert_problem(428);
+    let tag = tag_of(&t, &format!("/v1/subjects/{s}")).await;
+    assert_eq!(patch_title(&t, &s, "T", Some(&tag)).await.0, 200);
+}
+
+fn decode(coding: Option<&str>, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    match coding {
+        Some("gzip") => flate2::read::GzDecoder::new(body).read_to_end(&mut out).unwrap(),
+        Some("br") => brotli::Decompressor::new(body, 4096).read_to_end(&mut out).unwrap(),
+        None => return body.to_vec(),
+        Some(other) => panic!("unexpected coding {other}"),
+    };
+    out
+}
+
+on_both!(large_bodies_are_compressed_as_the_client_accepts);
+async fn large_bodies_are_compressed_as_the_client_accepts() {
+    let t = TestApp::new().await;
+    for i in 0..20 {
+        t.subject(&format!("Subject number {i} about fractions and decimals"), None).await;
+    }
+    let (_, plain_h, plain) = t.exchange(t.req("GET", "/v1/subjects")).await;
+    assert!(plain.len() > 4096);
+    assert_eq!(header(&plain_h, "content-encoding"), None);
+    assert!(vary(&plain_h).contains("Accept-Encoding"));
+    let tag = header(&plain_h, "etag").unwrap().to_owned();
+    for (accept, coding) in [
+        ("gzip", Some("gzip")),
+        ("gzip, deflate, br", Some("br")),
+        ("br;q=0.2, gzip;q=0.9", Some("gzip")),
+        ("identity", None),
+        ("br;q=0, gzip;q=0", None),
+    ] {
+        let (status, h, body) = t.exchange(t.req("GET", "/v1/subjects").header("accept-encoding", accept)).await;
+        assert_eq!(status, 200);
+        assert_eq!(header(&h, "content-encoding"), coding, "{accept}");
+        assert_eq!(decode(coding, &body), plain.to_vec(), "{accept}");
+        assert!(vary(&h).contains("Accept-Encoding"));
+        if coding.is_some() {
+            assert!(body.len() * 3 < plain.len(), "{accept}: {} of {}", body.len(), plain.len());
+            let coded_tag = header(&h, "etag").unwrap().to_owned();
+            assert_ne!(coded_tag, tag, "a strong tag names one coding");
+            // Either tag revalidates either coding.
+            let req = t.req("GET", "/v1/subjects").header("accept-encoding", accept).header("if-none-match", &tag);
+            assert_eq!(t.exchange(req).await.0, 304);
+            assert_eq!(get_if_none_match(&t, "/v1/subjects", &coded_tag).await.0, 304);
+        }
+    }
+    // Small bodies go as they are; so does everything with compression off.
+    let m = t.module("M").await;
+    let (_, h, _) = t.exchange(t.req("GET", &format!("/v1/modules/{m}")).header("accept-encoding", "gzip")).await;
+    assert_eq!(header(&h, "content-encoding"), None);
+    let t = t.configured(|app| app.web = Arc::new(Web::new(&[], false).unwrap()));
+    let (_, h, body) = t.exchange(t.req("GET", "/v1/subjects").header("accept-encoding", "gzip, br")).await;
+    assert_eq!(header(&h, "content-encoding"), None);
+    assert_eq!(body, plain);
+}
