@@ -1,4 +1,5 @@
 mod binary;
+mod browser;
 mod collections;
 mod copy;
 mod engines;
