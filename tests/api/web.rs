@@ -356,7 +356,8 @@ async fn large_bodies_are_compressed_as_the_client_accepts() {
     let tag = header(&plain_h, "etag").unwrap().to_owned();
     for (accept, coding) in [
         ("gzip", Some("gzip")),
-        ("gzip, deflate, br", Some("br")),
+        ("gzip, deflate, br", Some("gzip")),
+        ("br, gzip;q=0.5", Some("br")),
         ("br;q=0.2, gzip;q=0.9", Some("gzip")),
         ("identity", None),
         ("br;q=0, gzip;q=0", None),
