@@ -6,10 +6,16 @@ figures measured side by side on the same, noisy machine. When PostgreSQL's serv
 installed, coursed on PostgreSQL (and the peer on the same throwaway cluster) are measured in the
 same rounds (see pg.py).
 
+coursed also serves variants of those, measured on the same server right after the workload they
+vary, for same-run ratios: W6 (W1 revalidated with If-None-Match, every answer a 304), W2z and W3z
+(W2 and W3 with Accept-Encoding: gzip), and W1c (W1 with an Origin, on a second coursed started
+with --cors-origin, right after the first).
+
 Run it through bench/run.sh, which builds coursed and installs wrk first. Everything generated
 goes under $BENCH_WORK (default /tmp/coursed-bench); results under $BENCH_WORK/results/<stamp>/.
 """
 import argparse
+import http.client
 import json
 import os
 import shutil
@@ -18,6 +24,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import namedtuple
 
 import pg
 from procs import cpu_ticks, tree
@@ -25,13 +32,36 @@ from procs import cpu_ticks, tree
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 TOKEN = "bench-token"
+CORS_ORIGIN = "http://bench.example"
+# A workload: its wrk script, what it asks, extra request headers (common.lua's BENCH_HEADERS), the
+# status every answer must have (any other counts as a failure), `check`: (path, response header,
+# value) asked once before the run, so that a variant the server does not honour (no --cors-origin,
+# --compression off) fails instead of quietly measuring plain W1/W2/W3, and `etags`: the run needs
+# every subject's current tag (BENCH_ETAGS).
+Workload = namedtuple("Workload", "script what headers expect check etags", defaults=((), "2xx", None, False))
+GZIP = ("Accept-Encoding: gzip",)
 WORKLOADS = {
-    "W1": ("w1_get_subject.lua", "GET /v1/subjects/{id}"),
-    "W2": ("w2_list_subjects.lua", "GET /v1/subjects?page[size]=20&page[number]=1..500"),
-    "W3": ("w3_module_subjects.lua", "GET /v1/modules/{id}/subjects?page[size]=100"),
-    "W4": ("w4_create_subject.lua", "POST /v1/subjects"),
-    "W5": ("w5_patch_subject.lua", "PATCH /v1/subjects/{id} (title)"),
+    "W1": Workload("w1_get_subject.lua", "GET /v1/subjects/{id}"),
+    "W2": Workload("w2_list_subjects.lua", "GET /v1/subjects?page[size]=20&page[number]=1..500"),
+    "W3": Workload("w3_module_subjects.lua", "GET /v1/modules/{id}/subjects?page[size]=100"),
+    "W4": Workload("w4_create_subject.lua", "POST /v1/subjects"),
+    "W5": Workload("w5_patch_subject.lua", "PATCH /v1/subjects/{id} (title)"),
+    "W6": Workload("w6_get_subject_if_none_match.lua", "GET /v1/subjects/{id}, If-None-Match: its tag (304)",
+                   expect="304", etags=True),
+    "W1c": Workload("w1_get_subject.lua", f"GET /v1/subjects/{{id}}, Origin: {CORS_ORIGIN}",
+                    headers=(f"Origin: {CORS_ORIGIN}",),
+                    check=("/v1/subjects/{subject}", "Access-Control-Allow-Origin", CORS_ORIGIN)),
+    "W2z": Workload("w2_list_subjects.lua", "W2, Accept-Encoding: gzip", headers=GZIP,
+                    check=("/v1/subjects?page%5Bsize%5D=20", "Content-Encoding", "gzip")),
+    "W3z": Workload("w3_module_subjects.lua", "W3, Accept-Encoding: gzip", headers=GZIP,
+                    check=("/v1/modules/{module}/subjects?page%5Bsize%5D=100", "Content-Encoding", "gzip")),
 }
+# What every server serves (the limit: W1 only).
+BASE = ["W1", "W2", "W3", "W4", "W5"]
+# coursed adds the variants, each right after the workload it varies. W6 also comes before W4 and
+# W5, which change tags, though its tags are fetched just before it anyway.
+COURSED = ["W1", "W6", "W2", "W2z", "W3", "W3z", "W4", "W5"]
+COURSED_PG = ["W1", "W6", "W2", "W3", "W4", "W5"]
 CLK = os.sysconf("SC_CLK_TCK")
 
 
@@ -84,7 +114,7 @@ def wait_quiet(limit_s, pct=10):
 # ---------- servers ----------
 
 class Server:
-    def __init__(self, name, argv, port=None, env=None, ready_line=None, workloads=WORKLOADS, prepare=None,
+    def __init__(self, name, argv, port=None, env=None, ready_line=None, workloads=BASE, prepare=None,
                  db_ticks=None):
         self.name, self.argv, self.port, self.env = name, argv, port, env
         self.ready_line, self.workloads = ready_line, list(workloads)
@@ -156,9 +186,71 @@ def wait_http(server, logfile, probe):
 
 # ---------- load ----------
 
-def wrk(server, w, args, data_dir, out_dir, tag):
-    script = os.path.join(HERE, "load", WORKLOADS[w][0])
-    env = {**os.environ, "BENCH_DATA": data_dir, "BENCH_TOKEN": TOKEN}
+def first_id(data_dir, name):
+    with open(os.path.join(data_dir, name)) as f:
+        return f.readline().strip()
+
+
+def http_get(conn, path, headers=None):
+    """GET over an open keep-alive connection; the body is read to the end so that the connection
+    can be reused. http.client sends Accept-Encoding: identity unless `headers` has one."""
+    conn.request("GET", path, headers={"Authorization": "Bearer " + TOKEN, "Accept": "application/vnd.api+json",
+                                       **(headers or {})})
+    r = conn.getresponse()
+    r.read()
+    return r
+
+
+def confirm(server, w, data_dir):
+    """One request with the variant's headers must get the response header the variant is about."""
+    path, header, value = WORKLOADS[w].check
+    path = path.format(subject=first_id(data_dir, "subject_ids.txt"), module=first_id(data_dir, "module_ids.txt"))
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    try:
+        r = http_get(conn, path, dict(h.split(": ", 1) for h in WORKLOADS[w].headers))
+    finally:
+        conn.close()
+    if r.status != 200 or r.getheader(header) != value:
+        raise SystemExit(f"{server.name} does not honour {w}: GET {path} answered {r.status} with "
+                         f"{header}: {r.getheader(header)!r}, not {value!r}")
+
+
+def fetch_etags(server, data_dir, path):
+    """Every subject's current tag as "id tag" lines in `path` (W6's BENCH_ETAGS), over one keep-alive
+    connection. Asked of the running server just before W6: writes change tags, and each server
+    (each engine, each round's fresh database) is asked for its own."""
+    with open(os.path.join(data_dir, "subject_ids.txt")) as f:
+        ids = [line.strip() for line in f if line.strip()]
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    lines = []
+    try:
+        for i in ids:
+            r = http_get(conn, f"/v1/subjects/{i}")
+            if r.status != 200 or not r.getheader("ETag"):
+                raise SystemExit(f"{server.name}: GET /v1/subjects/{i} answered {r.status}, ETag {r.getheader('ETag')!r}")
+            lines.append(f"{i} {r.getheader('ETag')}\n")
+    finally:
+        conn.close()
+    with open(path, "w") as f:
+        f.writelines(lines)
+
+
+def workload_env(server, w, data_dir, out_dir, tag):
+    """What a workload needs from the running server before it starts, as wrk's environment."""
+    if WORKLOADS[w].check:
+        confirm(server, w, data_dir)
+    if not WORKLOADS[w].etags:
+        return {}
+    path = os.path.join(out_dir, f"{tag}_{w}_etags.txt")
+    fetch_etags(server, data_dir, path)
+    return {"BENCH_ETAGS": path}
+
+
+def wrk(server, w, args, data_dir, out_dir, tag, more_env=None):
+    wl = WORKLOADS[w]
+    script = os.path.join(HERE, "load", wl.script)
+    env = {**os.environ, "BENCH_DATA": data_dir, "BENCH_TOKEN": TOKEN, "BENCH_HEADERS": "|".join(wl.headers),
+           "BENCH_EXPECT_STATUS": wl.expect, **(more_env or {})}
     base = ["wrk", "-t1", f"-c{args.connections}", "--timeout", "30s", "-s", script, server.url()]
     if args.idle_wait:
         wait_quiet(args.idle_wait)
@@ -178,7 +270,10 @@ def wrk(server, w, args, data_dir, out_dir, tag):
     server_ticks = c1 - c0
     return {
         "rps": float(r["rps"]), "p50_ms": int(r["p50_us"]) / 1000, "p99_ms": int(r["p99_us"]) / 1000,
-        "non2xx": int(r["non2xx"]), "last_non2xx": int(r["last_non2xx"]),
+        # non2xx: answers with another status than the workload's expected one (2xx; 304 for W6).
+        "non2xx": int(r["non2xx"]), "last_non2xx": int(r["last_non2xx"]), "expect": wl.expect,
+        # What wrk read (status lines, headers and bodies): what compression saves.
+        "bytes": int(r["bytes"]), "bytes_per_req": round(int(r["bytes"]) / reqs) if reqs else None,
         "socket_errors": sum(int(r[k]) for k in ("connect_errors", "read_errors", "write_errors", "timeouts")),
         "cpu_us_per_req": round(server_ticks * 1e6 / CLK / reqs) if reqs else None,
         "db_cpu_us_per_req": round((d1 - d0) * 1e6 / CLK / reqs) if reqs and server.db_ticks else None,
@@ -209,9 +304,9 @@ def fresh_copy(pristine, path):
     shutil.copyfile(pristine, path)
 
 
-def coursed_server(args, db, name="coursed"):
+def coursed_server(args, db, name="coursed", flags=(), workloads=BASE, prepare=None):
     argv = [coursed_bin(args), "serve", "--port", "0", "--database", db, "--token", TOKEN, "--log-level", "warn"]
-    return Server(name, argv, ready_line="listening on http://")
+    return Server(name, argv + list(flags), ready_line="listening on http://", workloads=workloads, prepare=prepare)
 
 
 # ---------- the run ----------
@@ -257,7 +352,14 @@ def main():
         os.makedirs(data_dir, exist_ok=True)
         generate(args, pristine, data_dir, *shape)
 
-    servers = [lambda: coursed_server(args, os.path.join(work, "run.db"))]
+    run_db = os.path.join(work, "run.db")
+    fresh = lambda: fresh_copy(pristine, run_db)
+    servers = [
+        lambda: coursed_server(args, run_db, workloads=COURSED, prepare=fresh),
+        # Right after coursed, on a fresh copy of the same database, so that W1c / W1 is a same-run ratio.
+        lambda: coursed_server(args, run_db, name="coursed-cors", flags=["--cors-origin", CORS_ORIGIN],
+                               workloads=["W1c"], prepare=fresh),
+    ]
     cluster = None
     if not args.no_pg and not pg.bindir():
         log("no PostgreSQL server binaries (apt-get install postgresql): the PostgreSQL servers are skipped")
@@ -276,14 +378,14 @@ def main():
 
     results = {"meta": meta(args), "rounds": [], "memory": [], "scale": None}
     try:
-        measure(args, servers, results, work, out, data_dir, pristine)
+        measure(args, servers, results, work, out, data_dir)
     finally:
         if cluster:
             cluster.stop()
     finish(args, results, out)
 
 
-def measure(args, servers, results, work, out, data_dir, pristine):
+def measure(args, servers, results, work, out, data_dir):
     for rnd in range(1, args.rounds + 1):
         for make in servers:
             s = make()
@@ -291,22 +393,23 @@ def measure(args, servers, results, work, out, data_dir, pristine):
                 continue
             if args.workloads:
                 s.workloads = [w for w in s.workloads if w in args.workloads.split(",")]
-            if s.name == "coursed":
-                fresh_copy(pristine, os.path.join(work, "run.db"))
+            if not s.workloads:
+                continue
             if s.prepare:
                 s.prepare()
             log(f"== round {rnd}: {s.name}")
-            with open(os.path.join(data_dir, "subject_ids.txt")) as f:
-                probe = "/v1/subjects/" + f.readline().strip()
+            probe = "/v1/subjects/" + first_id(data_dir, "subject_ids.txt")
             try:
                 s.start(os.path.join(out, f"{s.name}.r{rnd}.log"), probe)
                 for w in s.workloads:
-                    r = wrk(s, w, args, data_dir, out, f"{s.name}.r{rnd}")
+                    tag = f"{s.name}.r{rnd}"
+                    r = wrk(s, w, args, data_dir, out, tag, workload_env(s, w, data_dir, out, tag))
                     r.update(round=rnd, server=s.name, workload=w)
                     results["rounds"].append(r)
                     db = f" + db {r['db_cpu_us_per_req']} us" if r["db_cpu_us_per_req"] is not None else ""
-                    log(f"   {w} {r['rps']:10.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "
-                        f"non-2xx {r['non2xx']}  cpu/req {r['cpu_us_per_req']} us{db}  busy {r['machine_busy_pct']}%")
+                    log(f"   {w:3} {r['rps']:10.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "
+                        f"non-{r['expect']} {r['non2xx']}  cpu/req {r['cpu_us_per_req']} us{db}  "
+                        f"{r['bytes_per_req']} B/req  busy {r['machine_busy_pct']}%")
                 hwm, anon = memory_kib(s.proc.pid)
                 results["memory"].append({"round": rnd, "server": s.name, "vmhwm_kib": hwm, "rss_anon_kib": anon})
             finally:
@@ -327,7 +430,8 @@ def finish(args, results, out):
     log(f"results in {out}")
     bad = [r for r in results["rounds"] if r["non2xx"] or r["socket_errors"]]
     if bad:
-        raise SystemExit(f"{len(bad)} runs had non-2xx responses or socket errors")
+        raise SystemExit(f"{len(bad)} runs had responses with an unexpected status (non-2xx; non-304 for W6) "
+                         "or socket errors")
     if args.smoke:
         return
     sys.exit(report.returncode)
@@ -344,7 +448,8 @@ def pg_servers(args, cluster, pristine, peers):
         argv = [coursed_bin(args), "serve", "--port", "0", "--database", cluster.url("coursed_work"),
                 "--token", TOKEN, "--log-level", "warn"]
         return Server("coursed-pg", argv, ready_line="listening on http://",
-                      prepare=lambda: cluster.fresh("coursed_work", "coursed_pristine"), db_ticks=cluster.cpu_ticks)
+                      workloads=COURSED_PG, prepare=lambda: cluster.fresh("coursed_work", "coursed_pristine"),
+                      db_ticks=cluster.cpu_ticks)
     made = [coursed_pg]
     if peers:
         env = {"DRF_PG": cluster.admin_url()}
