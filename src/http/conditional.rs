@@ -94,25 +94,23 @@ impl IfMatch {
         matches!(self, IfMatch::Absent)
     }
 
-    /// Passes when the condition holds for the target's current tag (`None`: it does not
-    /// exist); else the 412 to answer.
+    /// Passes when the condition holds for the target's current tag; else the 412 to answer.
+    /// A target that does not exist (`None`) passes: the write then answers 404, as it would
+    /// without the header (RFC 9110 13.2.1: preconditions are ignored when the answer without
+    /// them would be neither a 2xx nor a 412).
     pub fn check(&self, current: Option<&str>) -> Result<()> {
         let held = match (self, current) {
-            (IfMatch::Absent, _) => true,
-            (IfMatch::Any, current) => current.is_some(),
+            (IfMatch::Absent | IfMatch::Any, _) | (_, None) => true,
             (IfMatch::Tags(tags), Some(current)) => tags.iter().any(|t| !t.starts_with("W/") && same(t, current)),
-            (IfMatch::Tags(_), None) => false,
         };
         if held {
             return Ok(());
         }
-        let detail = match current {
-            Some(current) => format!(
-                "`If-Match` does not name the current version of the target (its ETag is now {current}): it \
-                 changed since you read it. Nothing was changed; read it again and reapply your change."
-            ),
-            None => "`If-Match` names a version of a target that does not exist. Nothing was changed.".to_owned(),
-        };
+        let detail = format!(
+            "`If-Match` does not name the current version of the target (its ETag is now {}): it changed since you \
+             read it. Nothing was changed; read it again and reapply your change.",
+            current.unwrap_or_default()
+        );
         Err(Error::from(Problem::new(StatusCode::PRECONDITION_FAILED, "precondition_failed", detail)))
     }
 }
@@ -163,7 +161,8 @@ mod tests {
         assert!(check("\"abc\"", Some("\"abc\"")).is_ok());
         assert!(check("\"x\" , \"abc-gz\"", Some("\"abc\"")).is_ok());
         assert!(check("*", Some("\"abc\"")).is_ok());
-        assert_eq!(check("*", None).unwrap_err().status, StatusCode::PRECONDITION_FAILED);
+        assert!(check("*", None).is_ok(), "a missing target answers 404 from the write itself");
+        assert!(check("\"abc\"", None).is_ok());
         assert_eq!(check("W/\"abc\"", Some("\"abc\"")).unwrap_err().status, StatusCode::PRECONDITION_FAILED);
         assert_eq!(check("\"abd\"", Some("\"abc\"")).unwrap_err().status, StatusCode::PRECONDITION_FAILED);
         assert!(IfMatch::of(&HeaderMap::new(), false).unwrap().check(None).is_ok());

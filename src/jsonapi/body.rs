@@ -242,13 +242,20 @@ fn attribute_value(a: &Attribute, json: &Json) -> Result<Value, String> {
             Ok(Value::Text(s.to_owned()))
         }
         (Kind::Bool, Json::Bool(b)) => Ok(Value::Bool(*b)),
-        (Kind::Integer, Json::Number(n)) => match n.as_i64() {
+        // `3.0` is a whole number too (JSON Schema counts it as an integer).
+        (Kind::Integer, Json::Number(n)) => match n.as_i64().or_else(|| whole(n.as_f64()?)) {
             Some(i) if i >= a.min => Ok(Value::Int(i)),
             Some(_) => Err(format!("`{name}` must be at least {}.", a.min)),
             None => Err(format!("`{name}` must be a whole number.")),
         },
         (kind, _) => Err(format!("`{name}` must be {}.", expected(kind))),
     }
+}
+
+/// `f` as an `i64` when it is a whole number in range.
+fn whole(f: f64) -> Option<i64> {
+    // 2^63 is the first float past i64::MAX.
+    (f.fract() == 0.0 && (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&f)).then_some(f as i64)
 }
 
 fn expected(kind: Kind) -> &'static str {

@@ -188,3 +188,19 @@ async fn deleting_a_subject_deletes_its_chapters() {
     assert_eq!(t.get("/v1/chapters").await.ids(), vec![kept]);
     assert_eq!(t.get("/v1/chapters").await.body["meta"]["page"]["total"], 1);
 }
+
+on_both!(a_whole_number_written_with_a_fraction_part_is_a_whole_number);
+async fn a_whole_number_written_with_a_fraction_part_is_a_whole_number() {
+    let t = TestApp::new().await;
+    let s = t.subject("S", None).await;
+    let chapter = |position: Value| {
+        json!({"data": {"type": "chapters", "attributes": {"title": "C", "position": position},
+            "relationships": {"subject": {"data": {"type": "subjects", "id": s}}}}})
+    };
+    let r = t.write("POST", "/v1/chapters", chapter(json!(3.0))).await;
+    r.assert_status(201);
+    assert_eq!(r.body["data"]["attributes"]["position"], 3);
+    for bad in [json!(2.5), json!(1e300), json!(-1.0)] {
+        t.write("POST", "/v1/chapters", chapter(bad)).await.assert_error(422, "/data/attributes/position");
+    }
+}
