@@ -2,12 +2,13 @@
 //! every path and method the router serves, its parameters, request and response schemas,
 //! error statuses and the bearer security scheme.
 
+mod patterns;
 mod schemas;
 mod web;
 
 use serde_json::{json, Map, Value};
 
-use self::schemas::{add_schemas, attribute_schema, error_schema, page_meta_schema, schema_ref};
+use self::schemas::{add_schemas, error_schema, filter_schema, page_meta_schema, schema_ref};
 
 use crate::jsonapi::body::singular;
 use crate::jsonapi::query::{MAX_IDS, MAX_PAGE_SIZE};
@@ -42,6 +43,7 @@ pub fn document() -> Value {
             "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}}}}),
     );
     web::add_web(&mut paths);
+    add_links(&mut paths);
     let responses: Map<String, Value> = [400, 401, 403, 404, 406, 409, 412, 413, 415, 422, 428, 500, 503]
         .iter()
         .map(|s| (s.to_string(), error_response(*s)))
@@ -121,12 +123,12 @@ fn query(name: &str, description: String, schema: Value) -> Value {
 }
 
 /// `include` and `fields[...]`: taken wherever resources are returned.
-fn single_params(rt: &ResourceType) -> Vec<Value> {
+fn single_params(rt: &'static ResourceType) -> Vec<Value> {
     let rels: Vec<&str> = rt.relationships.iter().map(|r| r.name).collect();
     let mut params = vec![query(
         "include",
         format!("Comma-separated relationship paths to include, up to two deep (e.g. {}).", rels.join(", ")),
-        json!({"type": "string"}),
+        json!({"type": "string", "pattern": patterns::include(rt)}),
     )];
     for t in TYPES {
         let fields: Vec<&str> =
@@ -134,20 +136,20 @@ fn single_params(rt: &ResourceType) -> Vec<Value> {
         params.push(query(
             &format!("fields[{}]", t.name),
             format!("Sparse fieldset of {}: a comma-separated list of {}.", t.name, fields.join(", ")),
-            json!({"type": "string"}),
+            json!({"type": "string", "pattern": patterns::fields(t)}),
         ));
     }
     params
 }
 
 /// Paging, sorting and filtering, plus `include` and `fields`.
-fn collection_params(rt: &ResourceType) -> Vec<Value> {
+fn collection_params(rt: &'static ResourceType) -> Vec<Value> {
     let sortable: Vec<&str> = rt.sort_fields().collect();
     let mut params = vec![
         query(
             "page[number]",
             "Page number, from 1 (default 1).".into(),
-            json!({"type": "integer", "minimum": 1, "default": 1}),
+            json!({"type": "integer", "minimum": 1, "maximum": u64::MAX, "default": 1}),
         ),
         query(
             "page[size]",
@@ -156,8 +158,11 @@ fn collection_params(rt: &ResourceType) -> Vec<Value> {
         ),
         query(
             "sort",
-            format!("Comma-separated sort fields, `-` for descending: {}. Ties are broken by id.", sortable.join(", ")),
-            json!({"type": "string"}),
+            format!(
+                "Comma-separated sort fields, each at most once, `-` for descending: {}. Ties are broken by id.",
+                sortable.join(", ")
+            ),
+            json!({"type": "string", "pattern": patterns::sort(rt)}),
         ),
         query(
             "filter[id]",
@@ -168,15 +173,15 @@ fn collection_params(rt: &ResourceType) -> Vec<Value> {
     for a in rt.attributes.iter().filter(|a| a.filterable) {
         params.push(query(
             &format!("filter[{}]", a.name),
-            format!("Exact match on `{}`.", a.name),
-            attribute_schema(a),
+            format!("Exact match on `{}` (a value no resource can have matches nothing).", a.name),
+            filter_schema(a),
         ));
     }
     for r in rt.to_one() {
         params.push(query(
             &format!("filter[{}]", r.name),
-            format!("Only {} of this {}.", rt.name, singular(r.target())),
-            json!({"type": "string", "format": "uuid"}),
+            format!("Only {} of this {} (an id that names none matches nothing).", rt.name, singular(r.target())),
+            json!({"type": "string"}),
         ));
     }
     params.extend(single_params(rt));
@@ -297,6 +302,26 @@ fn add_relationship_paths(paths: &mut Map<String, Value>, rt: &'static ResourceT
         }
     }
     paths.insert(format!("/{t}/{{id}}/relationships/{}", rel.name), Value::Object(item));
+}
+
+/// OpenAPI links from each create to every operation on the new resource's paths (its id is
+/// `data.id` of the 201 document), so that clients and fuzzers can follow a resource's life.
+fn add_links(paths: &mut Map<String, Value>) {
+    for rt in TYPES {
+        let prefix = format!("/{}/{{id}}", rt.name);
+        let links: Map<String, Value> = paths
+            .iter()
+            .filter(|(path, _)| path.starts_with(&prefix))
+            .flat_map(|(_, item)| item.as_object().into_iter().flat_map(|ops| ops.values()))
+            .filter_map(|op| op["operationId"].as_str())
+            .map(|id| (id.to_owned(), json!({"operationId": id, "parameters": {"path.id": "$response.body#/data/id"}})))
+            .collect();
+        if let Some(created) =
+            paths.get_mut(&format!("/{}", rt.name)).and_then(|item| item.pointer_mut("/post/responses/201"))
+        {
+            created["links"] = Value::Object(links);
+        }
+    }
 }
 
 fn capitalize(s: &str) -> String {

@@ -10,10 +10,12 @@ pub fn attribute_schema(a: &Attribute) -> Value {
         Kind::Text => json!({"type": "string"}),
         Kind::NullableText => json!({"type": ["string", "null"]}),
         Kind::Bool => json!({"type": "boolean"}),
-        Kind::Integer => json!({"type": "integer", "minimum": a.min}),
+        Kind::Integer => json!({"type": "integer", "minimum": a.min, "maximum": i64::MAX}),
         Kind::Timestamp => json!({"type": "string", "format": "date-time", "readOnly": true}),
     };
     if matches!(a.kind, Kind::Text | Kind::NullableText) {
+        // No U+0000 (PostgreSQL cannot store it); a required text (trimmed) needs a visible character.
+        s["pattern"] = json!(if a.min > 0 { r"^[^\u0000]*[^\s\u0000][^\u0000]*$" } else { r"^[^\u0000]*$" });
         if a.min > 0 {
             s["minLength"] = json!(a.min);
         }
@@ -25,13 +27,25 @@ pub fn attribute_schema(a: &Attribute) -> Value {
     s
 }
 
+/// A filter's value: as the attribute's type, but any text (a value no resource can have
+/// matches nothing, it is not refused).
+pub fn filter_schema(a: &Attribute) -> Value {
+    match a.kind {
+        Kind::Bool | Kind::Integer => attribute_schema(a),
+        _ => json!({"type": "string", "description": a.doc}),
+    }
+}
+
 pub fn identifier(rt: &ResourceType) -> Value {
     json!({"type": "object", "properties": {"type": {"const": rt.name}, "id": {"type": "string"}}, "required": ["type", "id"]})
 }
 
 pub fn linkage_data(rel: &Relationship) -> Value {
     let target = identifier(rel.target());
-    if rel.is_to_one() {
+    if rel.is_to_one() && !rel.fk.nullable {
+        // A chapter always has a subject: null is refused (403).
+        target
+    } else if rel.is_to_one() {
         json!({"oneOf": [{"type": "null"}, target]})
     } else {
         json!({"type": "array", "items": target})
@@ -86,8 +100,15 @@ pub fn add_schemas(schemas: &mut Map<String, Value>, rt: &'static ResourceType) 
     let required_rels: Vec<&str> = rt.to_one().filter(|r| !r.fk.nullable).map(|r| r.name).collect();
     let data = |with_id: bool, required: &[&str], required_rels: &[&str]| {
         let mut d = json!({"type": "object", "properties": {"type": {"const": t},
-            "attributes": {"type": "object", "properties": writable, "required": required},
-            "relationships": {"type": "object", "properties": rel_bodies, "required": required_rels}}, "required": ["type"]});
+            "attributes": {"type": "object", "properties": writable, "required": required, "additionalProperties": false},
+            "relationships": {"type": "object", "properties": rel_bodies, "required": required_rels, "additionalProperties": false}},
+            "required": ["type"]});
+        // `attributes` (and `relationships`) must be sent when they hold a required member.
+        for (member, optional) in [("attributes", required.is_empty()), ("relationships", required_rels.is_empty())] {
+            if !optional {
+                d["required"].as_array_mut().expect("an array").push(json!(member));
+            }
+        }
         if with_id {
             d["properties"]["id"] = json!({"type": "string", "format": "uuid"});
             d["required"] = json!(["type", "id"]);

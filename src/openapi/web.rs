@@ -99,8 +99,15 @@ fn head_of(get: &Value) -> Value {
 
 fn options(path: &str) -> Value {
     let id = path.trim_start_matches('/').replace(['/', '{', '}', '.'], "_");
+    // Answered from the path's shape: any id, looked up or not.
+    let params = if path.contains("{id}") {
+        json!([{"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}])
+    } else {
+        json!([])
+    };
     json!({
         "operationId": format!("options_{id}"),
+        "parameters": params,
         "summary": "The methods of this path; a CORS preflight from an origin of --cors-origin gets its permission (no token needed).",
         "security": [],
         "responses": {"204": {"description": "The methods, in Allow.", "headers": {

@@ -39,9 +39,7 @@ fn request_body(doc: &Value, method: &str, path: &str, fx: &Fixtures) -> Option<
                 ["relationships"];
             for rel in schema["required"].as_array().into_iter().flatten() {
                 let rel = rel.as_str().unwrap();
-                let target = schema["properties"][rel]["properties"]["data"]["oneOf"][1]["properties"]["type"]["const"]
-                    .as_str()
-                    .unwrap();
+                let target = to_one_target(&schema["properties"][rel]["properties"]["data"]);
                 data["relationships"][rel] = one(target, &fx.linked[target]);
             }
             Some(json!({ "data": data }))
@@ -58,13 +56,19 @@ fn request_body(doc: &Value, method: &str, path: &str, fx: &Fixtures) -> Option<
                     Some(many(target, &[id]))
                 }
                 None => {
-                    let target = data["oneOf"][1]["properties"]["type"]["const"].as_str().unwrap();
+                    let target = to_one_target(data);
                     Some(one(target, &fx.linked[target]))
                 }
             }
         }
         _ => None,
     }
+}
+
+/// The type a to-one linkage schema names (an identifier, or null or an identifier).
+fn to_one_target(data: &Value) -> &str {
+    let identifier = data.get("oneOf").map_or(data, |o| &o[1]);
+    identifier["properties"]["type"]["const"].as_str().expect("a to-one linkage names its type")
 }
 
 /// Validates `instance` against a schema of the OpenAPI document (a `$ref` into it).
@@ -208,4 +212,41 @@ async fn the_server_answers_no_route_that_the_document_omits() {
         }
     }
     assert!(served >= 30, "{served}");
+}
+
+on_both!(links_lead_from_each_create_to_the_new_resource);
+async fn links_lead_from_each_create_to_the_new_resource() {
+    let doc = coursed::openapi::document();
+    let t = TestApp::new().await;
+    let fx = fixtures(&t).await;
+    let operations: HashMap<&str, (&str, &str)> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| item.as_object().unwrap().iter().map(move |(m, op)| (path.as_str(), m.as_str(), op)))
+        .filter_map(|(path, method, op)| Some((op["operationId"].as_str()?, (path, method))))
+        .collect();
+    let mut followed = 0;
+    for rt in coursed::resources::TYPES {
+        let path = format!("/{}", rt.name);
+        let links = doc["paths"][&path]["post"]["responses"]["201"]["links"].as_object().expect("a create has links");
+        let body = request_body(&doc, "post", &path, &fx).unwrap();
+        let created = call(&t, "POST", &format!("/v1{path}"), Some(&body)).await;
+        created.assert_status(201);
+        for (name, link) in links {
+            let (target, method) = operations[link["operationId"].as_str().unwrap()];
+            assert_eq!(link["operationId"], name.as_str());
+            let expression = link["parameters"]["path.id"].as_str().unwrap();
+            let id = created.body.pointer(expression.strip_prefix("$response.body#").unwrap()).unwrap();
+            assert!(target.starts_with(&format!("{path}/{{id}}")), "{name} leads to {target}");
+            if method == "get" {
+                let r = call(&t, "GET", &format!("/v1{}", target.replace("{id}", id.as_str().unwrap())), None).await;
+                r.assert_status(200);
+                followed += 1;
+            }
+        }
+    }
+    // Each type's GETs: the resource, and the related resource(s) and linkage of each relationship.
+    let gets: usize = coursed::resources::TYPES.iter().map(|rt| 1 + 2 * rt.relationships.len()).sum();
+    assert_eq!(followed, gets);
 }

@@ -1,0 +1,52 @@
+//! Regular expressions for the query parameters whose values the server checks, so that the
+//! document admits exactly what the server serves (fuzzers such as schemathesis trust it).
+//!
+//! Items are separated by commas and trimmed of the whitespace Rust's `str::trim` removes.
+
+use crate::jsonapi::query::MAX_INCLUDE_DEPTH;
+use crate::resources::ResourceType;
+
+/// What `str::trim` removes (Unicode White_Space), as a character class.
+const W: &str = r"[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+
+fn alternatives<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.map(|n| n.replace('.', r"\.")).collect::<Vec<_>>().join("|")
+}
+
+/// A list whose items are `names` (or empty: empty items are skipped).
+fn list<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let item = format!("{W}*(?:{})?{W}*", alternatives(names));
+    format!("^{item}(?:,{item})*$")
+}
+
+/// `fields[TYPE]`: attribute and relationship names of `rt`.
+pub fn fields(rt: &ResourceType) -> String {
+    list(rt.attributes.iter().map(|a| a.name).chain(rt.relationships.iter().map(|r| r.name)))
+}
+
+/// `include`: relationship paths from `rt`, up to the server's depth.
+pub fn include(rt: &'static ResourceType) -> String {
+    let mut paths: Vec<String> = Vec::new();
+    let mut frontier: Vec<(String, &'static ResourceType)> = vec![(String::new(), rt)];
+    for _ in 0..MAX_INCLUDE_DEPTH {
+        let mut next = Vec::new();
+        for (prefix, ty) in &frontier {
+            for rel in ty.relationships {
+                let path = if prefix.is_empty() { rel.name.to_owned() } else { format!("{prefix}.{}", rel.name) };
+                paths.push(path.clone());
+                next.push((path, rel.target()));
+            }
+        }
+        frontier = next;
+    }
+    list(paths.iter().map(String::as_str))
+}
+
+/// `sort`: at least one sort field, each at most once, `-` for descending.
+pub fn sort(rt: &ResourceType) -> String {
+    let f = alternatives(rt.sort_fields());
+    let item = format!("{W}*-?(?:{f}){W}*");
+    // No field twice (with or without `-`); `[\s\S]`, since `.` stops at line breaks.
+    let twice = format!(r"(?!(?:[\s\S]*,)?{W}*-?({f}){W}*,(?:[\s\S]*,)?{W}*-?\1{W}*(?:,|$))");
+    format!("^{twice}{item}(?:,{item})*$")
+}
