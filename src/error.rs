@@ -137,6 +137,19 @@ impl Error {
         .into()
     }
 
+    /// The error of a part of a request whose body sits at `pointer` in the whole: every
+    /// pointer is prefixed with it, and a client error without one points at the part.
+    pub fn within(mut self, pointer: &str) -> Error {
+        for p in &mut self.problems {
+            match &mut p.source {
+                Source::Pointer(ptr) => ptr.insert_str(0, pointer),
+                Source::None if p.status.is_client_error() => p.source = Source::Pointer(pointer.to_owned()),
+                _ => {}
+            }
+        }
+        self
+    }
+
     /// The JSON:API error document of this error.
     pub fn to_document(&self) -> Vec<u8> {
         let mut out = String::with_capacity(256);

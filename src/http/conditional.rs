@@ -70,7 +70,12 @@ pub enum IfMatch {
 impl IfMatch {
     /// The request's `If-Match`; 428 when it has none and `required` is set.
     pub fn of(headers: &HeaderMap, required: bool) -> Result<IfMatch> {
-        let Some(v) = headers.get(IF_MATCH) else {
+        IfMatch::parse(headers.get(IF_MATCH).map(|v| v.to_str().unwrap_or("")), required)
+    }
+
+    /// An `If-Match` value (or none); 428 when there is none and `required` is set.
+    pub fn parse(value: Option<&str>, required: bool) -> Result<IfMatch> {
+        let Some(v) = value else {
             if required {
                 return Err(Problem::new(
                     StatusCode::PRECONDITION_REQUIRED,
@@ -82,7 +87,6 @@ impl IfMatch {
             }
             return Ok(IfMatch::Absent);
         };
-        let v = v.to_str().unwrap_or("");
         if v.trim() == "*" {
             return Ok(IfMatch::Any);
         }

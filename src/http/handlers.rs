@@ -49,6 +49,7 @@ pub async fn dispatch(
             Route::Item(rt, id) => item(&app, rt, &id, req).await,
             Route::Related(rt, id, rel) => related::related(&app, rt, &id, &rel, req).await,
             Route::Relationship(rt, id, rel) => related::relationship(&app, rt, &id, &rel, req).await,
+            Route::Operations => super::operations::operations(&app, req).await,
         }
     };
     match AssertUnwindSafe(work).catch_unwind().await {

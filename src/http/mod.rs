@@ -12,6 +12,7 @@ mod cors;
 mod handlers;
 mod health;
 mod openapi;
+mod operations;
 mod read;
 mod related;
 mod reply;
@@ -32,7 +33,8 @@ use warp::{Filter, Rejection};
 use crate::app::App;
 use crate::resources::{self, ResourceType};
 
-pub use reply::error_reply;
+pub use operations::{ATOMIC, MAX_OPERATIONS};
+pub use reply::{error_reply, JSONAPI};
 pub use web::Web;
 
 /// The chosen route: a path shape with its resolved type and raw segments.
@@ -42,6 +44,8 @@ pub enum Route {
     Item(&'static ResourceType, String),
     Related(&'static ResourceType, String, String),
     Relationship(&'static ResourceType, String, String),
+    /// `/operations`: atomic operations.
+    Operations,
 }
 
 pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, warp::Error>> + Send>>;
@@ -69,6 +73,7 @@ pub const RELATED: Allow = Allow { methods: "GET", all: "GET, HEAD, OPTIONS" };
 pub const TO_ONE: Allow = Allow { methods: "GET, PATCH", all: "GET, PATCH, HEAD, OPTIONS" };
 pub const TO_MANY: Allow =
     Allow { methods: "GET, PATCH, POST, DELETE", all: "GET, PATCH, POST, DELETE, HEAD, OPTIONS" };
+pub const OPERATIONS: Allow = Allow { methods: "POST", all: "POST, OPTIONS" };
 /// Health and the OpenAPI document.
 pub const READ_ONLY: Allow = Allow { methods: "GET, HEAD", all: "GET, HEAD, OPTIONS" };
 
@@ -78,6 +83,7 @@ impl Route {
     pub fn allow(&self) -> Option<Allow> {
         match self {
             Route::Collection(_) => Some(COLLECTION),
+            Route::Operations => Some(OPERATIONS),
             Route::Item(..) => Some(ITEM),
             Route::Related(rt, _, rel) => rt.relationship(rel).map(|_| RELATED),
             Route::Relationship(rt, _, rel) => {
@@ -153,7 +159,12 @@ impl FromStr for TypeSegment {
 }
 
 fn route() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
-    collection().or(item()).unify().or(related()).unify().or(relationship()).unify()
+    operations().or(collection()).unify().or(item()).unify().or(related()).unify().or(relationship()).unify()
+}
+
+/// `/operations`: POST runs atomic operations.
+fn operations() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
+    warp::path("operations").and(warp::path::end()).map(|| Route::Operations)
 }
 
 /// `/{type}`: GET lists, POST creates.

@@ -12,13 +12,13 @@ use super::reply::{check_accept, check_content_type, document, no_content, read_
 use super::{Req, RELATED, TO_MANY, TO_ONE};
 use crate::app::App;
 use crate::error::{Error, Result};
-use crate::jsonapi::body::{self, singular};
+use crate::jsonapi::body::{self, singular, Linkage};
 use crate::jsonapi::response::{self, Included, RequestUrl};
-use crate::jsonapi::{etag, Accepts, Query};
+use crate::jsonapi::{etag, Accepts, Base, Query};
 use crate::resources::{Relationship, ResourceType};
 use crate::store::relations;
 use crate::store::select::{exists, lock_row, must_exist, Record, Selection};
-use crate::store::snapshot;
+use crate::store::{snapshot, Tx};
 
 /// `GET /{type}/{id}/{rel}`: the related resource (to-one) or a page of them (to-many).
 pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &str, req: Req) -> Result<Response> {
@@ -76,42 +76,14 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
     let cond = IfMatch::of(&req.headers, app.require_if_match)?;
     let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
     let linkage = body::relationship(rel, &bytes)?;
-    let method = req.method;
-    let (tag, body) = app
-        .db
-        .write(move |tx| {
-            let now = crate::time::now_ms();
-            if !cond.is_absent() {
-                // The target is the linkage document: compared as a GET would show it now.
-                lock_row(tx, rt, &id)?;
-                let current = match exists(tx, rt, &id)? {
-                    true => Some(etag::bytes(&response::linkage(
-                        &base,
-                        rt.name,
-                        &id,
-                        rel,
-                        &relations::linkage(tx, rel, &id)?,
-                    ))),
-                    false => None,
-                };
-                cond.check(current.as_deref())?;
-            }
-            if rel.is_to_one() {
-                relations::set_parent(tx, &linkage, &id)?;
-            } else {
-                must_exist(tx, rt, &id)?;
-                relations::check_targets_exist(tx, std::slice::from_ref(&linkage))?;
-                match method {
-                    Method::PATCH => relations::replace_children(tx, &linkage, &id, now)?,
-                    Method::POST => relations::add_children(tx, &linkage, &id, now)?,
-                    _ => relations::remove_children(tx, &linkage, &id, now)?,
-                }
-            }
-            // The new linkage's tag, for the next `If-Match`; the document itself only for PATCH.
-            let linkage = response::linkage(&base, rt.name, &id, rel, &relations::linkage(tx, rel, &id)?);
-            Ok((etag::bytes(&linkage), (method == Method::PATCH).then_some(linkage)))
-        })
-        .await?;
+    let how = match req.method {
+        Method::PATCH => LinkageWrite::Replace,
+        Method::POST => LinkageWrite::Add,
+        _ => LinkageWrite::Remove,
+    };
+    let (tag, body) = app.db.write(move |tx| write_linkage(tx, &base, rt, &id, &linkage, how, &cond)).await?;
+    // The new linkage document is the answer to PATCH; POST and DELETE answer 204.
+    let body = (how == LinkageWrite::Replace).then_some(body);
     let r = match body {
         Some(body) => document(StatusCode::OK, body),
         None => no_content(),
@@ -119,7 +91,55 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
     Ok(with_tag(r, &tag))
 }
 
-fn relationship_named(rt: &'static ResourceType, name: &str) -> Result<&'static Relationship> {
+/// What a write to a relationship does with the linkage sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkageWrite {
+    /// PATCH: the linkage becomes the one sent (to-one or to-many).
+    Replace,
+    /// POST to a to-many relationship: the members sent are added.
+    Add,
+    /// DELETE from a to-many relationship: the members sent are removed.
+    Remove,
+}
+
+/// Writes `linkage` to relationship `rel` of resource `id` of `rt`, when `cond` holds for the
+/// current linkage document (compared as a GET would show it now, the resource's row locked);
+/// returns the new linkage document and its tag (what the next `If-Match` names).
+pub fn write_linkage(
+    tx: &mut dyn Tx,
+    base: &Base,
+    rt: &'static ResourceType,
+    id: &str,
+    linkage: &Linkage,
+    how: LinkageWrite,
+    cond: &IfMatch,
+) -> Result<(String, Vec<u8>)> {
+    let rel = linkage.rel;
+    let now = crate::time::now_ms();
+    if !cond.is_absent() {
+        lock_row(tx, rt, id)?;
+        let current = match exists(tx, rt, id)? {
+            true => Some(etag::bytes(&response::linkage(base, rt.name, id, rel, &relations::linkage(tx, rel, id)?))),
+            false => None,
+        };
+        cond.check(current.as_deref())?;
+    }
+    if rel.is_to_one() {
+        relations::set_parent(tx, linkage, id)?;
+    } else {
+        must_exist(tx, rt, id)?;
+        relations::check_targets_exist(tx, std::slice::from_ref(linkage))?;
+        match how {
+            LinkageWrite::Replace => relations::replace_children(tx, linkage, id, now)?,
+            LinkageWrite::Add => relations::add_children(tx, linkage, id, now)?,
+            LinkageWrite::Remove => relations::remove_children(tx, linkage, id, now)?,
+        }
+    }
+    let body = response::linkage(base, rt.name, id, rel, &relations::linkage(tx, rel, id)?);
+    Ok((etag::bytes(&body), body))
+}
+
+pub fn relationship_named(rt: &'static ResourceType, name: &str) -> Result<&'static Relationship> {
     rt.relationship(name).ok_or_else(|| {
         let names: Vec<&str> = rt.relationships.iter().map(|r| r.name).collect();
         Error::not_found(format!("A {} has no relationship `{name}`; it has: {}.", singular(rt), names.join(", ")))

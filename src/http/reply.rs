@@ -83,16 +83,19 @@ pub async fn rejection(r: Rejection) -> Result<Response, Infallible> {
 /// 406 when `Accept` asks for the JSON:API media type only with media-type parameters, or
 /// for nothing this server can send.
 pub fn check_accept(headers: &HeaderMap) -> Result<(), Error> {
+    check_accept_ext(headers, None)
+}
+
+/// [`check_accept`] on an endpoint that applies the extension `ext`: the JSON:API media type
+/// with `ext="<ext>"` as its only parameter is acceptable too.
+pub fn check_accept_ext(headers: &HeaderMap, ext: Option<&str>) -> Result<(), Error> {
     let Some(accept) = headers.get(ACCEPT) else { return Ok(()) };
     let accept = accept.to_str().unwrap_or("");
     let mut jsonapi_with_params = false;
     for range in accept.split(',') {
-        let mut parts = range.split(';').map(str::trim);
-        let media = parts.next().unwrap_or("");
-        // Parameters before `q` belong to the media type; `q` and after are accept parameters.
-        let has_params = parts.take_while(|p| !p.to_ascii_lowercase().starts_with("q=")).any(|p| !p.is_empty());
+        let (media, params) = media_type(range);
         if media.eq_ignore_ascii_case(JSONAPI) {
-            if !has_params {
+            if params.is_empty() || ext.is_some_and(|ext| only_ext(&params, ext)) {
                 return Ok(());
             }
             jsonapi_with_params = true;
@@ -100,12 +103,38 @@ pub fn check_accept(headers: &HeaderMap) -> Result<(), Error> {
             return Ok(());
         }
     }
-    let detail = if jsonapi_with_params {
-        format!("`Accept` names {JSONAPI} only with media type parameters; accept plain `{JSONAPI}`.")
-    } else {
-        format!("This server only sends `{JSONAPI}`; put it (or */*) in `Accept`.")
+    let detail = match ext {
+        Some(ext) if jsonapi_with_params => format!(
+            "`Accept` names {JSONAPI} only with parameters this endpoint does not apply; accept `{JSONAPI}` or \
+             `{JSONAPI}; ext=\"{ext}\"`."
+        ),
+        None if jsonapi_with_params => {
+            format!("`Accept` names {JSONAPI} only with media type parameters; accept plain `{JSONAPI}`.")
+        }
+        _ => format!("This server only sends `{JSONAPI}`; put it (or */*) in `Accept`."),
     };
     Err(Problem::new(StatusCode::NOT_ACCEPTABLE, "not_acceptable", detail).into())
+}
+
+/// A media type or range and its parameters before any `q` (names lower-cased, values
+/// unquoted), whitespace around `;` and `=` ignored.
+fn media_type(range: &str) -> (&str, Vec<(String, String)>) {
+    let mut parts = range.split(';').map(str::trim);
+    let media = parts.next().unwrap_or("");
+    let params = parts
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (name, value) = p.split_once('=').unwrap_or((p, ""));
+            (name.trim().to_ascii_lowercase(), value.trim().trim_matches('"').to_owned())
+        })
+        .take_while(|(name, _)| name != "q")
+        .collect();
+    (media, params)
+}
+
+/// Whether `params` are exactly `ext="..."` naming `ext` and nothing else.
+fn only_ext(params: &[(String, String)], ext: &str) -> bool {
+    matches!(params, [(name, value)] if name == "ext" && value.split_whitespace().all(|u| u == ext) && !value.trim().is_empty())
 }
 
 /// 415 unless `Content-Type` is exactly the JSON:API media type, without parameters.
@@ -120,6 +149,25 @@ pub fn check_content_type(headers: &HeaderMap) -> Result<(), Error> {
         )
         .into()),
     }
+}
+
+/// 415 unless `Content-Type` is the JSON:API media type with `ext="<ext>"` as its only
+/// parameter (whitespace after `;` is allowed).
+pub fn check_content_type_ext(headers: &HeaderMap, ext: &str) -> Result<(), Error> {
+    let ct = headers.get(CONTENT_TYPE).map(|v| v.to_str().unwrap_or("?"));
+    let (media, params) = media_type(ct.unwrap_or(""));
+    if media.eq_ignore_ascii_case(JSONAPI) && only_ext(&params, ext) {
+        return Ok(());
+    }
+    Err(Problem::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        format!(
+            "Send the operations with `Content-Type: {JSONAPI}; ext=\"{ext}\"` (no other parameter or extension); got {}.",
+            ct.unwrap_or("none")
+        ),
+    )
+    .into())
 }
 
 /// Reads the whole body, refusing (413) as soon as it is known to be over `limit` bytes.

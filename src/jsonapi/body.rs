@@ -49,7 +49,12 @@ pub enum Mode<'a> {
 
 /// Parses a create or update document for `rt`.
 pub fn resource(rt: &'static ResourceType, bytes: &[u8], mode: Mode<'_>) -> Result<Changes, Error> {
-    let data = data_member(bytes)?;
+    resource_data(rt, &data_member(bytes)?, mode)
+}
+
+/// Parses the `data` member of a create or update document for `rt` (pointers are those of the
+/// whole document: `/data/...`).
+pub fn resource_data(rt: &'static ResourceType, data: &Json, mode: Mode<'_>) -> Result<Changes, Error> {
     let Some(data) = data.as_object() else {
         return Err(Problem::malformed("/data", "`data` must be a resource object.").into());
     };
@@ -157,8 +162,12 @@ pub fn resource(rt: &'static ResourceType, bytes: &[u8], mode: Mode<'_>) -> Resu
 
 /// Parses the body of a write to a relationship endpoint: `{"data": linkage}`.
 pub fn relationship(rel: &'static Relationship, bytes: &[u8]) -> Result<Linkage, Error> {
-    let data = data_member(bytes)?;
-    linkage(rel, &data, "/data".to_owned()).map_err(Error::many)
+    relationship_data(rel, &data_member(bytes)?)
+}
+
+/// Parses the `data` member of a relationship write (pointers are those of the whole document).
+pub fn relationship_data(rel: &'static Relationship, data: &Json) -> Result<Linkage, Error> {
+    linkage(rel, data, "/data".to_owned()).map_err(Error::many)
 }
 
 /// The `data` member of a request document.

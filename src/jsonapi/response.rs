@@ -35,6 +35,30 @@ impl RequestUrl {
     }
 }
 
+/// The answer to atomic operations: `atomic:results`, one entry per operation in order, with
+/// the resource an operation created or updated as its `data`, or empty.
+pub fn atomic_results(base: &Base, results: &[Option<(&'static crate::resources::ResourceType, &Record)>]) -> Vec<u8> {
+    let size: usize = results.iter().flatten().map(|(rt, rec)| approximate_size(*rec, rt.attributes.len()) + 16).sum();
+    let mut doc = Doc::new(size + 64);
+    doc.member("atomic:results");
+    doc.byte(b'[');
+    for (i, result) in results.iter().enumerate() {
+        if i > 0 {
+            doc.byte(b',');
+        }
+        match result {
+            Some((rt, rec)) => {
+                doc.raw(r#"{"data":"#);
+                doc.resource(base, Selection::whole(rt), *rec);
+                doc.byte(b'}');
+            }
+            None => doc.raw("{}"),
+        }
+    }
+    doc.byte(b']');
+    doc.finish()
+}
+
 /// A single resource (or `null`), with `included` and `links.self`.
 pub fn resource(
     base: &Base,

@@ -2,19 +2,21 @@
 //! every path and method the router serves, its parameters, request and response schemas,
 //! error statuses and the bearer security scheme.
 
+mod operations;
+mod params;
 mod patterns;
 mod schemas;
 mod web;
 
 use serde_json::{json, Map, Value};
 
-use self::schemas::{add_schemas, error_schema, filter_schema, page_meta_schema, schema_ref};
+use self::params::{collection_params, id_param, single_params};
+use self::schemas::{add_schemas, error_schema, page_meta_schema, schema_ref};
 
 use crate::jsonapi::body::singular;
-use crate::jsonapi::query::{MAX_IDS, MAX_PAGE_SIZE};
 use crate::resources::{Relationship, ResourceType, TYPES};
 
-const JSONAPI: &str = "application/vnd.api+json";
+use crate::http::JSONAPI;
 
 /// The statuses each kind of operation can answer with besides its success.
 const READ_ERRORS: &[u16] = &[400, 401, 404, 406, 500, 503];
@@ -42,6 +44,7 @@ pub fn document() -> Value {
         json!({"get": {"operationId": "getOpenApi", "summary": "This document (no token needed).", "security": [],
             "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}}}}),
     );
+    paths.insert("/operations".into(), operations::path());
     web::add_web(&mut paths);
     add_links(&mut paths);
     let responses: Map<String, Value> = [400, 401, 403, 404, 406, 409, 412, 413, 415, 422, 428, 500, 503]
@@ -111,81 +114,6 @@ fn with_body(mut op: Value, schema: &str) -> Value {
     b["required"] = json!(true);
     op["requestBody"] = b;
     op
-}
-
-fn id_param(rt: &ResourceType) -> Value {
-    json!({"name": "id", "in": "path", "required": true, "description": format!("The id of the {}.", singular(rt)),
-        "schema": {"type": "string", "format": "uuid"}})
-}
-
-fn query(name: &str, description: String, schema: Value) -> Value {
-    json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema})
-}
-
-/// `include` and `fields[...]`: taken wherever resources are returned.
-fn single_params(rt: &'static ResourceType) -> Vec<Value> {
-    let rels: Vec<&str> = rt.relationships.iter().map(|r| r.name).collect();
-    let mut params = vec![query(
-        "include",
-        format!("Comma-separated relationship paths to include, up to two deep (e.g. {}).", rels.join(", ")),
-        json!({"type": "string", "pattern": patterns::include(rt)}),
-    )];
-    for t in TYPES {
-        let fields: Vec<&str> =
-            t.attributes.iter().map(|a| a.name).chain(t.relationships.iter().map(|r| r.name)).collect();
-        params.push(query(
-            &format!("fields[{}]", t.name),
-            format!("Sparse fieldset of {}: a comma-separated list of {}.", t.name, fields.join(", ")),
-            json!({"type": "string", "pattern": patterns::fields(t)}),
-        ));
-    }
-    params
-}
-
-/// Paging, sorting and filtering, plus `include` and `fields`.
-fn collection_params(rt: &'static ResourceType) -> Vec<Value> {
-    let sortable: Vec<&str> = rt.sort_fields().collect();
-    let mut params = vec![
-        query(
-            "page[number]",
-            "Page number, from 1 (default 1).".into(),
-            json!({"type": "integer", "minimum": 1, "maximum": u64::MAX, "default": 1}),
-        ),
-        query(
-            "page[size]",
-            format!("Page size, 1 to {MAX_PAGE_SIZE} (default 20)."),
-            json!({"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 20}),
-        ),
-        query(
-            "sort",
-            format!(
-                "Comma-separated sort fields, each at most once, `-` for descending: {}. Ties are broken by id.",
-                sortable.join(", ")
-            ),
-            json!({"type": "string", "pattern": patterns::sort(rt)}),
-        ),
-        query(
-            "filter[id]",
-            format!("Comma-separated ids (at most {MAX_IDS}); `filter[id][]=` and repeated `filter[id]=` work too."),
-            json!({"type": "string"}),
-        ),
-    ];
-    for a in rt.attributes.iter().filter(|a| a.filterable) {
-        params.push(query(
-            &format!("filter[{}]", a.name),
-            format!("Exact match on `{}` (a value no resource can have matches nothing).", a.name),
-            filter_schema(a),
-        ));
-    }
-    for r in rt.to_one() {
-        params.push(query(
-            &format!("filter[{}]", r.name),
-            format!("Only {} of this {} (an id that names none matches nothing).", rt.name, singular(r.target())),
-            json!({"type": "string"}),
-        ));
-    }
-    params.extend(single_params(rt));
-    params
 }
 
 fn add_paths(paths: &mut Map<String, Value>, rt: &'static ResourceType) {

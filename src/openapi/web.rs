@@ -18,6 +18,10 @@ pub fn add_web(paths: &mut Map<String, Value>) {
         }
         for method in ["patch", "delete", "post"] {
             let Some(op) = item.get_mut(method) else { continue };
+            // Atomic operations answer no tag and take their preconditions per operation.
+            if path == "/operations" {
+                continue;
+            }
             // POST on a collection creates; everywhere else a write changes what exists.
             let creates = method == "post" && path.matches('/').count() == 1;
             if !creates {

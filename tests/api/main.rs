@@ -7,6 +7,7 @@ mod errors;
 mod helpers;
 mod include_fields;
 mod openapi;
+mod operations;
 mod pg_cluster;
 mod postgres;
 mod process;

@@ -112,7 +112,8 @@ async fn every_described_operation_answers_as_described() {
     let doc = coursed::openapi::document();
     let mut tried = 0;
     for (path, item) in doc["paths"].as_object().unwrap() {
-        if path == "/openapi.json" {
+        // Atomic operations take a body of many operations: tests/api/operations.rs.
+        if path == "/openapi.json" || path == "/operations" {
             continue;
         }
         for (method, op) in item.as_object().unwrap() {

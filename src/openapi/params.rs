@@ -1,0 +1,85 @@
+//! The parameters of the operations: the path's id, and the query parameters each kind of
+//! operation takes, with the server's grammar of their values.
+
+use serde_json::{json, Value};
+
+use super::patterns;
+use super::schemas::filter_schema;
+use crate::jsonapi::body::singular;
+use crate::jsonapi::query::{MAX_IDS, MAX_PAGE_SIZE};
+use crate::resources::{ResourceType, TYPES};
+
+pub fn id_param(rt: &ResourceType) -> Value {
+    json!({"name": "id", "in": "path", "required": true, "description": format!("The id of the {}.", singular(rt)),
+        "schema": {"type": "string", "format": "uuid"}})
+}
+
+fn query(name: &str, description: String, schema: Value) -> Value {
+    json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema})
+}
+
+/// `include` and `fields[...]`: taken wherever resources are returned.
+pub fn single_params(rt: &'static ResourceType) -> Vec<Value> {
+    let rels: Vec<&str> = rt.relationships.iter().map(|r| r.name).collect();
+    let mut params = vec![query(
+        "include",
+        format!("Comma-separated relationship paths to include, up to two deep (e.g. {}).", rels.join(", ")),
+        json!({"type": "string", "pattern": patterns::include(rt)}),
+    )];
+    for t in TYPES {
+        let fields: Vec<&str> =
+            t.attributes.iter().map(|a| a.name).chain(t.relationships.iter().map(|r| r.name)).collect();
+        params.push(query(
+            &format!("fields[{}]", t.name),
+            format!("Sparse fieldset of {}: a comma-separated list of {}.", t.name, fields.join(", ")),
+            json!({"type": "string", "pattern": patterns::fields(t)}),
+        ));
+    }
+    params
+}
+
+/// Paging, sorting and filtering, plus `include` and `fields`.
+pub fn collection_params(rt: &'static ResourceType) -> Vec<Value> {
+    let sortable: Vec<&str> = rt.sort_fields().collect();
+    let mut params = vec![
+        query(
+            "page[number]",
+            "Page number, from 1 (default 1).".into(),
+            json!({"type": "integer", "minimum": 1, "maximum": u64::MAX, "default": 1}),
+        ),
+        query(
+            "page[size]",
+            format!("Page size, 1 to {MAX_PAGE_SIZE} (default 20)."),
+            json!({"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 20}),
+        ),
+        query(
+            "sort",
+            format!(
+                "Comma-separated sort fields, each at most once, `-` for descending: {}. Ties are broken by id.",
+                sortable.join(", ")
+            ),
+            json!({"type": "string", "pattern": patterns::sort(rt)}),
+        ),
+        query(
+            "filter[id]",
+            format!("Comma-separated ids (at most {MAX_IDS}); `filter[id][]=` and repeated `filter[id]=` work too."),
+            json!({"type": "string"}),
+        ),
+    ];
+    for a in rt.attributes.iter().filter(|a| a.filterable) {
+        params.push(query(
+            &format!("filter[{}]", a.name),
+            format!("Exact match on `{}` (a value no resource can have matches nothing).", a.name),
+            filter_schema(a),
+        ));
+    }
+    for r in rt.to_one() {
+        params.push(query(
+            &format!("filter[{}]", r.name),
+            format!("Only {} of this {} (an id that names none matches nothing).", rt.name, singular(r.target())),
+            json!({"type": "string"}),
+        ));
+    }
+    params.extend(single_params(rt));
+    params
+}
