@@ -4,6 +4,8 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
+use std::future::Future as _;
+
 use http_body_util::BodyExt;
 use warp::http::header::{
     HeaderValue, ACCEPT_ENCODING, ACCESS_CONTROL_REQUEST_METHOD, CONTENT_ENCODING, CONTENT_LENGTH, ETAG, ORIGIN, VARY,
@@ -36,15 +38,17 @@ pub fn finish<F>(inner: F, web: Arc<Web>) -> impl Filter<Extract = (Response,), 
 where
     F: Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static,
 {
-    warp::method().and(warp::header::headers_cloned()).and(inner).then(move |method, headers, r| {
-        let web = web.clone();
-        async move { finish_one(&web, &method, &headers, r).await }
-    })
+    // A plain `map`: finishing never waits (the bodies are in memory, see `in_memory`), and an
+    // async step here costs every request a future of its own.
+    warp::method()
+        .and(warp::header::headers_cloned())
+        .and(inner)
+        .map(move |method, headers, r| finish_one(&web, &method, &headers, r))
 }
 
-async fn finish_one(web: &Web, method: &Method, headers: &HeaderMap, mut r: Response) -> Response {
+fn finish_one(web: &Web, method: &Method, headers: &HeaderMap, mut r: Response) -> Response {
     if web.compression {
-        r = compress(headers, r).await;
+        r = compress(headers, r);
     }
     if *method == Method::HEAD {
         // The headers of the GET, its length included; no body.
@@ -60,7 +64,7 @@ async fn finish_one(web: &Web, method: &Method, headers: &HeaderMap, mut r: Resp
 }
 
 /// `r` compressed with the coding `Accept-Encoding` prefers, when its body is large enough.
-async fn compress(headers: &HeaderMap, r: Response) -> Response {
+fn compress(headers: &HeaderMap, r: Response) -> Response {
     let size = http_body::Body::size_hint(r.body()).exact().unwrap_or(0);
     let has_body = !matches!(r.status(), StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
     if size < compress::MIN_SIZE as u64 || !has_body || r.headers().contains_key(CONTENT_ENCODING) {
@@ -70,13 +74,23 @@ async fn compress(headers: &HeaderMap, r: Response) -> Response {
     parts.headers.append(VARY, HeaderValue::from_static("Accept-Encoding"));
     let coding = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
     let Some(coding) = coding else { return Response::from_parts(parts, body) };
-    let bytes = match body.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(e) => return error_reply(&Error::internal(format!("a response body could not be read: {e}"))),
+    let Some(bytes) = in_memory(body) else {
+        return error_reply(&Error::internal("a response body was not in memory"));
     };
     let compressed = coding.compress(&bytes);
     encoded(&mut parts.headers, coding);
     Response::from_parts(parts, compressed.into())
+}
+
+/// The bytes of a body that is in memory, as every body of this API is (documents are
+/// rendered whole before they are sent): it is read without waiting, or `None`.
+fn in_memory<B: http_body::Body<Data = bytes::Bytes>>(body: B) -> Option<bytes::Bytes> {
+    let mut collecting = std::pin::pin!(body.collect());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match collecting.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(Ok(collected)) => Some(collected.to_bytes()),
+        _ => None,
+    }
 }
 
 /// Marks headers of a body sent in `coding`: `Content-Encoding`, and the tag of that coding.
