@@ -108,6 +108,7 @@ def main():
     args = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)  # the cluster runs as the postgres user when this runs as root
         ok &= measure("SQLite", args.bin, os.path.join(tmp, "atomic.db"), args.rounds)
         if not args.no_postgres and bindir():
             cluster = Cluster(os.path.join(tmp, "pg"), print).start()

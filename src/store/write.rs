@@ -4,7 +4,7 @@ use super::relations;
 use super::select::{missing, must_exist, not_found, Record, Selection};
 use super::tx::{DbError, Tx, Value};
 use crate::error::{Error, Problem, Result};
-use crate::jsonapi::body::{singular, Changes};
+use crate::jsonapi::body::{singular, Changes, Linkage};
 use crate::resources::ResourceType;
 use crate::store::Atomicity;
 
@@ -77,6 +77,93 @@ pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> 
         relations::replace_children(tx, l, &id, now)?;
     }
     Ok(rec)
+}
+
+/// Inserts new resources of `rt` in one statement: `items` are the id each gets and what it
+/// sets, all the same attributes and to-one relationships, none to-many. Returns them as
+/// stored, in order; `None`, before anything is written, when they are not all alike or a
+/// parent they name does not exist or may not be null; a 409 when a duplicate is refused (run
+/// it under [`attempt`], and create them one by one with [`create`] to learn which one fails).
+pub fn create_batch(
+    tx: &mut dyn Tx,
+    rt: &'static ResourceType,
+    items: &[(String, &Changes)],
+) -> Result<Option<Vec<Record>>> {
+    let Some((_, first)) = items.first() else { return Ok(Some(Vec::new())) };
+    let now = crate::time::now_ms();
+    let mut columns = vec!["id", "created_at", "updated_at"];
+    columns.extend(first.attributes.iter().map(|(a, _)| a.name));
+    columns.extend(first.relationships.iter().map(|l| l.rel.fk.column));
+    let mut values = Vec::with_capacity(items.len() * columns.len());
+    for (id, changes) in items {
+        let same = changes.attributes.len() == first.attributes.len()
+            && changes.relationships.len() == first.relationships.len()
+            && changes.attributes.iter().zip(&first.attributes).all(|((a, _), (b, _))| std::ptr::eq(*a, *b))
+            && changes.relationships.iter().zip(&first.relationships).all(|(a, b)| std::ptr::eq(a.rel, b.rel));
+        if !same
+            || changes.relationships.iter().any(|l| !l.rel.is_to_one() || relations::check_parent_allowed(l).is_err())
+        {
+            return Ok(None);
+        }
+        values.extend([Value::Text(id.clone()), Value::Time(now), Value::Time(now)]);
+        values.extend(changes.attributes.iter().map(|(_, v)| v.clone()));
+        values.extend(changes.relationships.iter().map(|l| Value::text_or_null(l.ids.first().map(String::as_str))));
+    }
+    // The parents named, each looked up once (on PostgreSQL a foreign-key violation would read
+    // as a concurrent change).
+    let parents: Vec<Linkage> = first
+        .relationships
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut ids: Vec<String> =
+                items.iter().filter_map(|(_, c)| c.relationships[i].ids.first().cloned()).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            Linkage { rel: l.rel, ids, pointer: String::new() }
+        })
+        .collect();
+    match relations::check_targets_exist(tx, &parents) {
+        Ok(()) => {}
+        Err(e) if e.status == warp::http::StatusCode::NOT_FOUND => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    let row = format!("({})", vec!["?"; columns.len()].join(", "));
+    let sql = format!(
+        "INSERT INTO {} ({}) VALUES {}{}",
+        rt.table,
+        columns.join(", "),
+        vec![row; items.len()].join(", "),
+        returning(rt)
+    );
+    let sel = Selection::whole(rt);
+    let mut stored = std::collections::HashMap::with_capacity(items.len());
+    tx.query(&sql, &values, &mut |row| {
+        let rec = sel.record(row);
+        stored.insert(rec.id.clone(), rec);
+    })
+    .map_err(|e| unique_violation(rt, e))?;
+    let recs: Option<Vec<Record>> = items.iter().map(|(id, _)| stored.remove(id)).collect();
+    recs.map(Some).ok_or_else(|| Error::internal("a batch insert returned fewer rows than it inserted"))
+}
+
+/// Runs `f` under a savepoint: when it gives up (`None`) or fails for the request's own
+/// reasons, what it wrote is undone and the transaction goes on (`None`); a database that
+/// cannot take the write now is an error, as for any write.
+pub fn attempt<T>(tx: &mut dyn Tx, f: impl FnOnce(&mut dyn Tx) -> Result<Option<T>>) -> Result<Option<T>> {
+    tx.execute("SAVEPOINT coursed_attempt", &[])?;
+    match f(tx) {
+        Ok(Some(value)) => {
+            tx.execute("RELEASE SAVEPOINT coursed_attempt", &[])?;
+            Ok(Some(value))
+        }
+        Err(e) if e.status == warp::http::StatusCode::SERVICE_UNAVAILABLE => Err(e),
+        _ => {
+            tx.execute("ROLLBACK TO SAVEPOINT coursed_attempt", &[])?;
+            tx.execute("RELEASE SAVEPOINT coursed_attempt", &[])?;
+            Ok(None)
+        }
+    }
 }
 
 /// Applies a partial update (absent attributes and relationships keep their values); returns

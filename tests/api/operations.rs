@@ -252,3 +252,40 @@ async fn require_if_match_applies_to_operations_on_what_exists() {
     with_tag["meta"] = json!({"ifMatch": "*"});
     atomic(&t, json!([with_tag])).await.assert_status(200);
 }
+
+on_both!(runs_of_adds_go_in_together_and_still_fail_precisely);
+async fn runs_of_adds_go_in_together_and_still_fail_precisely() {
+    let t = TestApp::new().await;
+    let subject = t.subject("S", None).await;
+    let chapter = |i: usize, subject: &str| {
+        json!({"op": "add", "data": {"type": "chapters", "attributes": {"title": format!("C{i}"), "position": i},
+            "relationships": {"subject": {"data": {"type": "subjects", "id": subject}}}}})
+    };
+    // 120 chapters in one request: a few statements, not one per chapter.
+    let before = t.statements();
+    let ops: Vec<Value> = (0..120).map(|i| chapter(i, &subject)).collect();
+    let r = atomic(&t, json!(ops)).await;
+    r.assert_status(200);
+    let results = r.body["atomic:results"].as_array().unwrap();
+    let positions: Vec<i64> = results.iter().map(|r| r["data"]["attributes"]["position"].as_i64().unwrap()).collect();
+    assert_eq!(positions, (0..120).collect::<Vec<_>>(), "results in the order of the operations");
+    assert!(t.statements() - before < 20, "{} statements for 120 adds", t.statements() - before);
+    assert_eq!(
+        t.get(&format!("/v1/subjects/{subject}/chapters?page[size]=100")).await.body["meta"]["page"]["total"],
+        120
+    );
+
+    // One bad add in the middle of a run: its own error, and nothing of the request stored.
+    let counted = counts(&t).await;
+    let mut ops: Vec<Value> = (0..10).map(|i| chapter(i, &subject)).collect();
+    ops[6] = chapter(6, &uuid::Uuid::now_v7().to_string());
+    atomic(&t, json!(ops)).await.assert_error(404, "/atomic:operations/6/data/relationships/subject/data");
+    let mut ops: Vec<Value> = (0..10).map(|i| chapter(i, &subject)).collect();
+    ops[3]["data"]["relationships"]["subject"]["data"] = Value::Null;
+    atomic(&t, json!(ops)).await.assert_error(403, "/atomic:operations/3/data/relationships/subject/data");
+    let modules: Vec<Value> = (0..5)
+        .map(|i| json!({"op": "add", "data": {"type": "modules", "lid": format!("m{}", i % 4), "attributes": {"title": "M"}}}))
+        .collect();
+    atomic(&t, json!(modules)).await.assert_error(409, "/atomic:operations/4/data/lid");
+    assert_eq!(counts(&t).await, counted);
+}

@@ -7,6 +7,7 @@
 //! point into it (`/atomic:operations/N/...`). A resource created earlier in the request can be
 //! named by its `lid` (local id) wherever an `id` is taken.
 
+mod batch;
 mod refs;
 
 use serde_json::{Map, Value as Json};
@@ -58,9 +59,23 @@ pub async fn operations(app: &App, req: Req) -> Result<Response> {
         .write(move |tx| {
             let mut lids = Lids::default();
             let mut outcomes = Vec::with_capacity(ops.len());
-            for (i, op) in ops.iter().enumerate() {
-                let at = format!("/atomic:operations/{i}");
-                outcomes.push(apply(tx, &base, op, &mut lids, required).map_err(|e| e.within(&at))?);
+            let mut i = 0;
+            while i < ops.len() {
+                // A run of adds of one type goes in as one statement when it can; otherwise (or
+                // when one of them fails) one by one, which says which operation fails and why.
+                let run = batch::run_len(&ops[i..]);
+                if run > 1 {
+                    if let Some(added) = batch::add_run(tx, &ops[i..i + run], &mut lids)? {
+                        outcomes.extend(added);
+                        i += run;
+                        continue;
+                    }
+                }
+                for (j, op) in ops.iter().enumerate().skip(i).take(run.max(1)) {
+                    let at = format!("/atomic:operations/{j}");
+                    outcomes.push(apply(tx, &base, op, &mut lids, required).map_err(|e| e.within(&at))?);
+                }
+                i += run.max(1);
             }
             Ok((base.clone(), outcomes))
         })
@@ -136,17 +151,7 @@ fn apply(tx: &mut dyn Tx, base: &Base, op: &Map<String, Json>, lids: &mut Lids, 
     let cond = precondition(op, required && writes_existing)?;
     match (kind, target) {
         ("add", target @ (None | Some(Target { id: None, rel: None, .. }))) => {
-            let (rt, mut data) = resource_object(op, target.map(|t| t.rt))?;
-            let lid = match data.remove("lid") {
-                Some(Json::String(lid)) if lids.0.contains_key(&lid) => {
-                    return Err(Error::conflict("/data/lid", format!("`lid` {lid} is already used in this request.")))
-                }
-                Some(Json::String(lid)) => Some(lid),
-                Some(_) => return Err(Problem::malformed("/data/lid", "`lid` must be a string.").into()),
-                None => None,
-            };
-            lids.resolve_relationships(rt, &mut data)?;
-            let changes = body::resource_data(rt, &Json::Object(data), Mode::Create)?;
+            let (rt, lid, changes) = prepare_add(op, target.map(|t| t.rt), lids)?;
             let rec = write::create(tx, rt, &changes)?;
             if let Some(lid) = lid {
                 lids.0.insert(lid, (rt, rec.id.clone()));
@@ -222,6 +227,27 @@ fn apply(tx: &mut dyn Tx, base: &Base, op: &Map<String, Json>, lids: &mut Lids, 
         )
         .into()),
     }
+}
+
+/// What an `add` of a resource creates: its type, its `lid` (not yet taken), and what it sets
+/// (the `lid`s of its linkage resolved).
+fn prepare_add(
+    op: &Map<String, Json>,
+    expected: Option<&'static ResourceType>,
+    lids: &Lids,
+) -> Result<(&'static ResourceType, Option<String>, body::Changes)> {
+    let (rt, mut data) = resource_object(op, expected)?;
+    let lid = match data.remove("lid") {
+        Some(Json::String(lid)) if lids.0.contains_key(&lid) => {
+            return Err(Error::conflict("/data/lid", format!("`lid` {lid} is already used in this request.")))
+        }
+        Some(Json::String(lid)) => Some(lid),
+        Some(_) => return Err(Problem::malformed("/data/lid", "`lid` must be a string.").into()),
+        None => None,
+    };
+    lids.resolve_relationships(rt, &mut data)?;
+    let changes = body::resource_data(rt, &Json::Object(data), Mode::Create)?;
+    Ok((rt, lid, changes))
 }
 
 /// The operation's `meta.ifMatch`: the entity tag the target must still have (as `If-Match`
