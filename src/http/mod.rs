@@ -63,7 +63,8 @@ pub struct Allow {
 impl Allow {
     /// Whether `method` is answered.
     pub fn allows(&self, method: &Method) -> bool {
-        self.all.split(", ").any(|m| m == method.as_str())
+        let method = method.as_str().as_bytes();
+        self.all.as_bytes().split(|b| *b == b',').any(|m| m.trim_ascii_start() == method)
     }
 }
 

@@ -14,7 +14,7 @@ use crate::jsonapi::{etag, Accepts, Base, Query};
 use crate::resources::{Relationship, ResourceType};
 use crate::store::list::list;
 use crate::store::relations;
-use crate::store::select::{self, get, get_with, lock_row, must_exist, Record, Selection};
+use crate::store::select::{self, get, get_with, lock_row, must_exist, ReadOnce, Record, Selection};
 use crate::store::{snapshot, Tx};
 
 /// `GET` of a collection, or of one parent's children when `scope` is set.
@@ -96,9 +96,10 @@ pub fn render_tagged(
     }
     let mut shown = None;
     get_with(tx, &sel, id, |row| {
-        let tag = etag::resource(base, url.query.as_deref(), &sel, row);
+        let row = ReadOnce::of(row, &sel);
+        let tag = etag::resource(base, url.query.as_deref(), &sel, &row);
         let body =
-            (!names(if_none_match, &tag)).then(|| response::resource(base, url, &sel, Some(row), &Included::new()));
+            (!names(if_none_match, &tag)).then(|| response::resource(base, url, &sel, Some(&row), &Included::new()));
         shown = Some((tag, body));
     })?;
     shown.ok_or_else(|| select::not_found(rt, id))

@@ -59,6 +59,23 @@ pub fn bytes(body: &[u8]) -> String {
     quoted(xxhash_rust::xxh3::xxh3_128(body))
 }
 
+/// `"` and the hash in 32 lower-case hex digits and `"` (what `format!("\"{hash:032x}\"")`
+/// writes, without the formatting machinery on every request).
 fn quoted(hash: u128) -> String {
-    format!("\"{hash:032x}\"")
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut tag = [b'"'; 34];
+    for (i, digit) in tag[1..33].iter_mut().enumerate() {
+        *digit = HEX[(hash >> (124 - 4 * i)) as usize & 0xf];
+    }
+    String::from_utf8_lossy(&tag).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn tags_are_32_hex_digits_in_quotes() {
+        for hash in [0u128, 1, 0xabc, u128::MAX, 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210] {
+            assert_eq!(super::quoted(hash), format!("\"{hash:032x}\""));
+        }
+    }
 }

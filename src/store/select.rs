@@ -79,6 +79,39 @@ impl Fields for RowFields<'_> {
     }
 }
 
+/// The fields of a row read once, for work that reads each more than once (an entity tag and
+/// the document); the text is still the row's, not copied.
+pub struct ReadOnce<'a> {
+    id: &'a str,
+    attrs: Vec<Cell<'a>>,
+    parents: Vec<Option<&'a str>>,
+}
+
+impl<'a> ReadOnce<'a> {
+    pub fn of(f: &'a impl Fields, sel: &Selection) -> ReadOnce<'a> {
+        ReadOnce {
+            id: f.id(),
+            attrs: (0..sel.attrs.len()).map(|i| f.attr(i)).collect(),
+            parents: (0..sel.to_one.len()).map(|i| f.parent(i)).collect(),
+        }
+    }
+}
+
+impl Fields for ReadOnce<'_> {
+    fn id(&self) -> &str {
+        self.id
+    }
+    fn attr(&self, i: usize) -> Cell<'_> {
+        self.attrs.get(i).copied().unwrap_or(Cell::Null)
+    }
+    fn parent(&self, i: usize) -> Option<&str> {
+        self.parents.get(i).copied().flatten()
+    }
+    fn children(&self, _: &Relationship) -> Option<&[String]> {
+        None
+    }
+}
+
 impl Record {
     pub fn of(f: &impl Fields, sel: &Selection) -> Record {
         Record {
