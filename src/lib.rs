@@ -6,6 +6,7 @@
 //! integration tests both go through these two.
 
 pub mod app;
+pub mod backup;
 pub mod cli;
 pub mod dataset;
 pub mod error;

@@ -28,6 +28,10 @@ fn main() -> ExitCode {
             let (from, to) = (coursed::store::display_name(&a.from), coursed::store::display_name(&a.to));
             format!("copied {c} from {from} to {to}")
         }),
+        Command::Backup(a) => coursed::backup::backup(&a.database, &a.output, a.force).map(|c| {
+            let from = coursed::store::display_name(&a.database);
+            format!("backed up {c} from {from} to {}", a.output.display())
+        }),
     };
     match filled {
         Ok(summary) => {
@@ -48,6 +52,12 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         let (app, new_token) = coursed::open(&args).await?;
+        if let Some(dir) = &args.backup_dir {
+            let schedule =
+                coursed::backup::Schedule { dir: dir.clone(), every: args.backup_every, keep: args.backup_keep };
+            let database = if args.mock { ":memory:".to_owned() } else { args.database.clone() };
+            schedule.start(database)?;
+        }
         let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
             .await
             .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;

@@ -1,3 +1,4 @@
+mod backup;
 mod binary;
 mod browser;
 mod collections;

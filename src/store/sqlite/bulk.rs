@@ -4,12 +4,12 @@
 use rusqlite::Connection;
 
 use super::tx::{db_error, SqliteTx};
-use crate::store::bulk::counts;
+use crate::store::bulk::{counts, Target};
 use crate::store::tx::{Shared, Tx};
 
-/// Runs `f` over a transaction on the file `path` (created and migrated if needed), which must
-/// hold no resources unless `replace` (then they are deleted first, in the same transaction).
-pub fn bulk<T>(path: &str, replace: bool, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
+/// Runs `f` over a transaction on the file `path` (created and migrated if needed), treating
+/// the resources it holds as `target` says.
+pub fn bulk<T>(path: &str, target: Target, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
     if path == ":memory:" {
         return Err("load into a database file, not :memory:".into());
     }
@@ -25,19 +25,16 @@ pub fn bulk<T>(path: &str, replace: bool, f: impl FnOnce(&mut dyn Tx) -> Result<
     let mut tx = SqliteTx { conn: &conn, shared: &shared };
     let outcome = (|| {
         let existing = counts(&mut tx).map_err(|e| e.to_string())?.total();
-        if existing > 0 && !replace {
-            return Err(format!("{path} already holds {existing} resources; use an empty database (or --replace)"));
-        }
-        if existing > 0 {
+        if target.clear_first(path, existing)? {
             conn.execute_batch("DELETE FROM chapters; DELETE FROM subjects; DELETE FROM modules;").map_err(fail)?;
         }
         f(&mut tx)
     })();
     let value = match outcome {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(e);
+        Ok(v) if target.commit => v,
+        outcome => {
+            let _ = conn.execute_batch("ROLLBACK; PRAGMA journal_mode = WAL;");
+            return outcome;
         }
     };
     conn.execute_batch("COMMIT; ANALYZE; PRAGMA journal_mode = WAL;")
