@@ -29,6 +29,12 @@ pub enum Command {
     /// Write a consistent snapshot of a database, while servers go on using it, as a SQLite
     /// file that `coursed serve --database FILE` opens (from either engine).
     Backup(BackupArgs),
+    /// Write the catalogue as a portable bundle (JSON Lines: a header, then one resource a
+    /// line, parents first, then a trailer with the counts), read in one snapshot.
+    Export(ExportArgs),
+    /// Read a bundle into a database in one transaction: an empty one, or any with --merge.
+    /// A bad line (its number and field are reported) leaves the database as it was.
+    Import(ImportArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -43,6 +49,37 @@ pub struct BackupArgs {
     /// Replace --output if it exists (otherwise an existing file is refused).
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// The database to export: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The bundle file to write, or - for stdout.
+    #[arg(long)]
+    pub output: String,
+    /// Replace --output if it exists (otherwise an existing file is refused).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// The database to fill: a SQLite file (created if missing) or a postgres:// URL. It must
+    /// hold no resources unless --merge is given.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The bundle to read, or - for stdin.
+    pub file: String,
+    /// Keep what the database holds: insert resources with new ids, update those whose id it
+    /// holds, delete nothing.
+    #[arg(long)]
+    pub merge: bool,
+    /// Check the whole bundle and print how many resources of each type would be inserted and
+    /// updated; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod backup;
+pub mod bundle;
 pub mod cli;
 pub mod dataset;
 pub mod error;

@@ -32,6 +32,34 @@ fn main() -> ExitCode {
             let from = coursed::store::display_name(&a.database);
             format!("backed up {c} from {from} to {}", a.output.display())
         }),
+        Command::Export(a) => {
+            let exported = coursed::bundle::export(&a.database, &a.output, a.force);
+            let from = coursed::store::display_name(&a.database);
+            return match exported {
+                Ok(c) => {
+                    // On stdout the bundle is the output: the summary goes to stderr then.
+                    let summary = format!("exported {c} from {from} in {:.1} s", started.elapsed().as_secs_f64());
+                    if a.output == "-" {
+                        eprintln!("{summary}");
+                    } else {
+                        println!("{summary} to {}", a.output);
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            };
+        }
+        Command::Import(a) => {
+            let opts = coursed::bundle::Options { merge: a.merge, dry_run: a.dry_run };
+            coursed::bundle::import(&a.database, &a.file, opts).map(|c| {
+                let into = coursed::store::display_name(&a.database);
+                if a.dry_run {
+                    format!("dry run, nothing written to {into}: would have {c}")
+                } else {
+                    format!("imported into {into}: {c}")
+                }
+            })
+        }
     };
     match filled {
         Ok(summary) => {

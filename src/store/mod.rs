@@ -255,10 +255,21 @@ pub fn bulk<T>(
     wait: Duration,
     f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, String>,
 ) -> std::result::Result<T, String> {
+    bulk_into(path, bulk::Target::new(replace), wait, f)
+}
+
+/// [`bulk`], with what becomes of the resources the target holds, and whether it commits,
+/// told by `target`.
+pub fn bulk_into<T>(
+    path: &str,
+    target: bulk::Target,
+    wait: Duration,
+    f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, String>,
+) -> std::result::Result<T, String> {
     if is_postgres_url(path) {
-        postgres::bulk(path, bulk::Target::new(replace), wait, f)
+        postgres::bulk(path, target, wait, f)
     } else {
-        sqlite::bulk(path, bulk::Target::new(replace), f)
+        sqlite::bulk(path, target, f)
     }
 }
 
