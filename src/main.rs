@@ -38,11 +38,13 @@ fn main() -> ExitCode {
             return match exported {
                 Ok(c) => {
                     // On stdout the bundle is the output: the summary goes to stderr then.
-                    let summary = format!("exported {c} from {from} in {:.1} s", started.elapsed().as_secs_f64());
+                    let to = if a.output == "-" { "stdout" } else { &a.output };
+                    let summary =
+                        format!("exported {c} from {from} to {to} in {:.1} s", started.elapsed().as_secs_f64());
                     if a.output == "-" {
                         eprintln!("{summary}");
                     } else {
-                        println!("{summary} to {}", a.output);
+                        println!("{summary}");
                     }
                     ExitCode::SUCCESS
                 }

@@ -38,6 +38,8 @@ pub struct Apply<'t> {
     merge: bool,
     batch: Vec<Line>,
     updated: Counts,
+    /// Inserted by the upserts of a merge (the loader counts the others).
+    upserted: Counts,
     /// Resource lines read, per type (for the trailer).
     seen: Counts,
 }
@@ -57,6 +59,7 @@ impl<'t> Apply<'t> {
             merge,
             batch: Vec::with_capacity(BATCH),
             updated: Counts::default(),
+            upserted: Counts::default(),
             seen: Counts::default(),
         })
     }
@@ -78,7 +81,10 @@ impl<'t> Apply<'t> {
     /// Writes the last batch; returns what was inserted and updated, and the lines read.
     pub fn finish(mut self) -> Result<(super::Imported, Counts), String> {
         self.flush()?;
-        let inserted = self.loader.finish().map_err(|e| format!("writing failed: {e}"))?;
+        let mut inserted = self.loader.finish().map_err(|e| format!("writing failed: {e}"))?;
+        for (n, more) in inserted.0.iter_mut().zip(self.upserted.0) {
+            *n += more;
+        }
         Ok((super::Imported { inserted, updated: self.updated }, self.seen))
     }
 
@@ -90,28 +96,30 @@ impl<'t> Apply<'t> {
         self.loader.flush().map_err(span)?;
         let batch = std::mem::take(&mut self.batch);
         let existing = self.check(&batch).map_err(|e| e.either(span))?;
-        let sel = Selection::whole(rt);
-        let columns: Vec<&str> = crate::store::bulk::columns(rt).collect();
-        let update = format!(
-            "UPDATE {} SET {} WHERE id = ?",
-            rt.table,
-            columns[1..].iter().map(|c| format!("{c} = ?")).collect::<Vec<_>>().join(", ")
-        );
-        debug_assert_eq!(columns.len(), 1 + sel.attrs.len() + sel.to_one.len());
-        for line in batch {
-            if existing.contains_key(line.id()) {
-                let mut params = line.row[1..].to_vec();
-                params.push(line.row[0].clone());
-                self.loader.tx().execute(&update, &params).map_err(|e| line.fault(e))?;
-                if let Some(i) = TYPES.iter().position(|t| std::ptr::eq(*t, rt)) {
-                    self.updated.0[i] += 1;
-                }
-            } else {
+        let i = TYPES.iter().position(|t| std::ptr::eq(*t, rt)).unwrap_or(0);
+        if !self.merge {
+            for line in batch {
                 let number = line.number;
                 self.loader.push(rt, line.row).map_err(|e| format!("line {number}: {e}"))?;
             }
+            return self.loader.flush().map_err(span);
         }
-        self.loader.flush().map_err(span)
+        // A merge writes the batch as one upsert: new ids inserted, known ones replaced.
+        let updates = batch.iter().filter(|l| existing.contains_key(l.id())).count() as u64;
+        let columns: Vec<&str> = crate::store::bulk::columns(rt).collect();
+        let one = format!("({})", vec!["?"; columns.len()].join(", "));
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES {} ON CONFLICT (id) DO UPDATE SET {}",
+            rt.table,
+            columns.join(", "),
+            vec![one; batch.len()].join(", "),
+            columns[1..].iter().map(|c| format!("{c} = excluded.{c}")).collect::<Vec<_>>().join(", ")
+        );
+        let rows: Vec<Value> = batch.into_iter().flat_map(|l| l.row).collect();
+        self.loader.tx().execute(&sql, &rows).map_err(span)?;
+        self.updated.0[i] += updates;
+        self.upserted.0[i] += rows.len() as u64 / columns.len() as u64 - updates;
+        Ok(())
     }
 
     /// Checks a batch of one type against itself and the transaction: ids not repeated,

@@ -70,7 +70,7 @@ pub fn export(database: &str, output: &str, force: bool) -> Result<Counts, Strin
 fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str) -> Result<Counts, String> {
     let source = display_name(database);
     let read = db.read_blocking(|tx| {
-        tx.begin_snapshot().map_err(|e| format!("cannot read {source}: {e}"))?;
+        bulk::begin_whole_read(tx).map_err(|e| format!("cannot read {source}: {e}"))?;
         let written = (|| {
             let fail = |e: std::io::Error| format!("cannot write {name}: {e}");
             let total = bulk::counts(tx).map_err(|e| format!("cannot read {source}: {e}"))?;

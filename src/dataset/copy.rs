@@ -21,7 +21,7 @@ pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
     let (src, dst) = (display_name(from), display_name(to));
     let copied = source.read_blocking(|stx| {
         // One snapshot of the source, however long the copy takes.
-        stx.begin_snapshot().map_err(|e| format!("cannot read {src}: {e}"))?;
+        bulk::begin_whole_read(stx).map_err(|e| format!("cannot read {src}: {e}"))?;
         let total = bulk::counts(stx).map_err(|e| format!("cannot read {src}: {e}"))?.total();
         let bar = super::progress_bar(total, "{bar:40} {pos}/{len} resources, {per_sec}, {eta} left");
         let copied = crate::store::bulk(to, replace, crate::store::COMMAND_WAIT, |dtx| {

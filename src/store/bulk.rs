@@ -189,6 +189,15 @@ pub fn read_all(
     }
 }
 
+/// Readies `tx` for reading the whole database once (see [`read_all`]), in memory that does not
+/// grow with the size of the database.
+pub fn begin_whole_read(tx: &mut dyn Tx) -> Result<(), DbError> {
+    if let Some(sql) = tx.dialect().whole_scan() {
+        tx.query(sql, &[], &mut |_| {})?;
+    }
+    tx.begin_snapshot()
+}
+
 /// How many resources `tx`'s database holds, per type.
 pub fn counts(tx: &mut dyn Tx) -> Result<Counts, DbError> {
     let mut counts = Counts::default();

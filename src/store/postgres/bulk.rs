@@ -27,6 +27,9 @@ pub fn bulk<T>(
     let fail = |e| format!("loading {name} failed: {e}");
     // Servers on this database wait (and answer 503) rather than see a half-loaded catalogue.
     tx.batch(&format!("BEGIN; LOCK TABLE {TABLES}, row_counts IN ACCESS EXCLUSIVE MODE")).map_err(fail)?;
+    // Statements are prepared once and run for every batch while the tables grow from nothing:
+    // a generic plan made when they were empty would scan them whole for every batch.
+    tx.batch("SET LOCAL plan_cache_mode = force_custom_plan").map_err(fail)?;
     let outcome = (|| {
         let existing = counts(&mut tx).map_err(fail)?.total();
         if target.clear_first(&name, existing)? {
