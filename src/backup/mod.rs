@@ -68,7 +68,8 @@ fn partial_path(output: &Path) -> PathBuf {
     output.with_file_name(format!(".{name}.partial-{}", std::process::id()))
 }
 
-fn remove_with_sidecars(path: &Path) {
+/// Removes the SQLite file `path` and whatever journal files it has beside it.
+pub(crate) fn remove_with_sidecars(path: &Path) {
     for suffix in ["", "-wal", "-shm", "-journal"] {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);

@@ -61,7 +61,8 @@ pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, St
     let existing = if opts.merge { Existing::Keep } else { Existing::Refuse };
     let target = Target { existing, commit: !opts.dry_run, hint: "or --merge" };
     let name = display_name(database);
-    crate::store::bulk_into(database, target, crate::store::COMMAND_WAIT, |tx| {
+    let new_file = !crate::store::is_postgres_url(database) && !std::path::Path::new(database).exists();
+    let imported = crate::store::bulk_into(database, target, crate::store::COMMAND_WAIT, |tx| {
         let bar = crate::dataset::progress_bar(size, "{bar:40} {bytes}/{total_bytes}, {bytes_per_sec}, {eta} left");
         let mut apply = Apply::new(tx, opts.merge).map_err(|e| format!("cannot import into {name}: {e}"))?;
         let mut trailer: Option<(u64, Counts)> = None;
@@ -83,7 +84,12 @@ pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, St
             }
         }
         Ok(imported)
-    })
+    });
+    if imported.is_err() && new_file {
+        // A failed import into a file it created leaves no empty database behind.
+        crate::backup::remove_with_sidecars(std::path::Path::new(database));
+    }
+    imported
 }
 
 /// The lines of a bundle, numbered from 1; blank lines are skipped.

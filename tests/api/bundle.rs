@@ -241,3 +241,27 @@ async fn an_import_killed_midway_leaves_the_target_as_it_was() {
         assert_eq!(n, 1);
     }
 }
+
+#[test]
+fn a_failed_import_into_a_new_file_leaves_no_file_and_export_refuses_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("new.db");
+    let target = target.to_str().unwrap();
+    let file = bundle(dir.path(), &lines(HEADER, &[module(1, "M"), chapter(2, 3)]));
+    let err = coursed::bundle::import(target, &file, Options::default()).unwrap_err();
+    assert!(err.contains("line 3: chapters"), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!left.iter().any(|n| n.to_string_lossy().starts_with("new.db")), "{left:?}");
+
+    let good = bundle(dir.path(), &lines(HEADER, &[module(1, "M")]));
+    coursed::bundle::import(target, &good, Options::default()).unwrap();
+    let out = dir.path().join("out.jsonl");
+    std::fs::write(&out, "keep me").unwrap();
+    let refused = coursed::bundle::export(target, out.to_str().unwrap(), false).unwrap_err();
+    assert!(refused.contains("--force"), "{refused}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
+    coursed::bundle::export(target, out.to_str().unwrap(), true).unwrap();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last, json!({"counts": {"modules": 1, "subjects": 0, "chapters": 0}}));
+}
