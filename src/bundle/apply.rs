@@ -2,7 +2,7 @@
 //! each batch is checked against what the transaction holds (earlier lines included) before it
 //! is written, so that a fault names its line.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::resources::{ResourceType, TYPES};
 use crate::store::bulk::{Counts, Loader};
@@ -96,7 +96,6 @@ impl<'t> Apply<'t> {
         self.loader.flush().map_err(span)?;
         let batch = std::mem::take(&mut self.batch);
         let existing = self.check(&batch).map_err(|e| e.either(span))?;
-        let i = TYPES.iter().position(|t| std::ptr::eq(*t, rt)).unwrap_or(0);
         if !self.merge {
             for line in batch {
                 let number = line.number;
@@ -105,7 +104,7 @@ impl<'t> Apply<'t> {
             return self.loader.flush().map_err(span);
         }
         // A merge writes the batch as one upsert: new ids inserted, known ones replaced.
-        let updates = batch.iter().filter(|l| existing.contains_key(l.id())).count() as u64;
+        let (total, updates) = (batch.len() as u64, batch.iter().filter(|l| existing.contains(l.id())).count() as u64);
         let columns: Vec<&str> = crate::store::bulk::columns(rt).collect();
         let one = format!("({})", vec!["?"; columns.len()].join(", "));
         let sql = format!(
@@ -117,15 +116,16 @@ impl<'t> Apply<'t> {
         );
         let rows: Vec<Value> = batch.into_iter().flat_map(|l| l.row).collect();
         self.loader.tx().execute(&sql, &rows).map_err(span)?;
+        let i = TYPES.iter().position(|t| std::ptr::eq(*t, rt)).unwrap_or(0);
         self.updated.0[i] += updates;
-        self.upserted.0[i] += rows.len() as u64 / columns.len() as u64 - updates;
+        self.upserted.0[i] += total - updates;
         Ok(())
     }
 
     /// Checks a batch of one type against itself and the transaction: ids not repeated,
     /// parents present, unique attributes unused. Returns the ids the target already holds
     /// (to update, in a merge).
-    fn check(&mut self, batch: &[Line]) -> Result<HashMap<String, ()>, Fault> {
+    fn check(&mut self, batch: &[Line]) -> Result<HashSet<String>, Fault> {
         let rt = batch[0].rt;
         let tx = self.loader.tx();
         let dialect = tx.dialect();
@@ -140,7 +140,7 @@ impl<'t> Apply<'t> {
             &format!("SELECT id FROM {} WHERE {}", rt.table, dialect.in_ids("id")),
             std::slice::from_ref(&ids),
         )?;
-        let existing: HashMap<String, ()> = found.into_iter().map(|id| (id, ())).collect();
+        let existing: HashSet<String> = found.into_iter().collect();
         if self.merge {
             let table = Value::Text(rt.table.to_owned());
             let sql = format!("SELECT id FROM {SEEN} WHERE tbl = ? AND {}", dialect.in_ids("id"));
@@ -150,7 +150,7 @@ impl<'t> Apply<'t> {
             let values = vec!["(?, ?)"; batch.len()].join(", ");
             let params: Vec<Value> = batch.iter().flat_map(|l| [table.clone(), l.row[0].clone()]).collect();
             tx.execute(&format!("INSERT INTO {SEEN} (tbl, id) VALUES {values}"), &params)?;
-        } else if let Some(line) = batch.iter().find(|l| existing.contains_key(l.id())) {
+        } else if let Some(line) = batch.iter().find(|l| existing.contains(l.id())) {
             // The target was empty: what it holds came from earlier lines.
             return Err(Fault::Line(line.fault("the id is on an earlier line too")));
         }
