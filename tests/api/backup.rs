@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::helpers::{on_both, Engine};
-use crate::process::{new_subject, Server};
+use crate::process::{new_subject, Server, Starting};
 
 const TOKEN: &str = "backup-token";
 
@@ -114,6 +114,12 @@ fn shape() -> coursed::dataset::Shape {
     coursed::dataset::Shape { modules: 2, subjects_per_module: 2, chapters_per_subject: 1, seed: 7 }
 }
 
+/// The flags of a server on `database` that backs up into `backups` every second.
+fn every_second<'a>(database: &'a str, backups: &'a Path) -> [&'a str; 8] {
+    let dir = backups.to_str().unwrap();
+    ["--database", database, "--token", TOKEN, "--backup-dir", dir, "--backup-every", "1s"]
+}
+
 on_both!(scheduled_backups_are_written_every_period_and_only_the_newest_are_kept);
 async fn scheduled_backups_are_written_every_period_and_only_the_newest_are_kept() {
     let dir = tempfile::tempdir().unwrap();
@@ -124,18 +130,7 @@ async fn scheduled_backups_are_written_every_period_and_only_the_newest_are_kept
     for other in ["notes.txt", "coursed-before-upgrade.db"] {
         std::fs::write(backups.join(other), "x").unwrap();
     }
-    let server = Server::start(&[
-        "--database",
-        &database,
-        "--token",
-        TOKEN,
-        "--backup-dir",
-        backups.to_str().unwrap(),
-        "--backup-every",
-        "1s",
-        "--backup-keep",
-        "2",
-    ]);
+    let server = Server::start(&[&every_second(&database, &backups)[..], &["--backup-keep", "2"]].concat());
     let (status, body) = server.call("POST", "/v1/subjects", TOKEN, Some(&new_subject("Kept")));
     assert_eq!(status, 201);
     let id = body["data"]["id"].as_str().unwrap().to_owned();
@@ -186,4 +181,33 @@ fn scheduled_backup_settings_are_checked_at_start() {
         assert!(!out.status.success(), "{args:?}");
         assert!(String::from_utf8_lossy(&out.stderr).contains(says), "{args:?}: {out:?}");
     }
+}
+
+#[test]
+fn a_scheduled_backup_that_fails_is_logged_and_tried_again_while_the_server_serves() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = dir.path().join("s.db");
+    let backups = dir.path().join("backups");
+    // Folders where the next minute's backups would go: renaming a backup onto one fails.
+    let now = coursed::time::now_ms();
+    let blocked: Vec<_> = (0..60).map(|s| backups.join(coursed::backup::backup_name(now + s * 1000))).collect();
+    for b in &blocked {
+        std::fs::create_dir_all(b.join("inside")).unwrap();
+    }
+    let starting = Starting::spawn(&every_second(database.to_str().unwrap(), &backups));
+    let line = starting.wait_for_stderr("failed");
+    assert!(line.contains("is a folder") && line.contains("trying again"), "{line}");
+    let server = starting.ready().unwrap();
+    let (status, _) = server.call("GET", "/v1/subjects", TOKEN, None);
+    assert_eq!(status, 200);
+    for b in &blocked {
+        std::fs::remove_dir_all(b).unwrap();
+    }
+    let written = || {
+        std::fs::read_dir(&backups).unwrap().any(|e| {
+            let e = e.unwrap();
+            e.file_type().unwrap().is_file() && coursed::backup::is_backup_name(&e.file_name().to_string_lossy())
+        })
+    };
+    wait_until(Duration::from_secs(30), "a backup after the failures", written);
 }
