@@ -26,6 +26,60 @@ pub enum Command {
     /// Copy every module, subject and chapter (ids and timestamps kept) from one database to
     /// another, SQLite or PostgreSQL, in one transaction on the target.
     Copy(CopyArgs),
+    /// Write a consistent snapshot of a database, while servers go on using it, as a SQLite
+    /// file that `coursed serve --database FILE` opens (from either engine).
+    Backup(BackupArgs),
+    /// Write the catalogue as a portable bundle (JSON Lines: a header, then one resource a
+    /// line, parents first, then a trailer with the counts), read in one snapshot.
+    Export(ExportArgs),
+    /// Read a bundle into a database in one transaction: an empty one, or any with --merge.
+    /// A bad line (its number and field are reported) leaves the database as it was.
+    Import(ImportArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BackupArgs {
+    /// The database to back up: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The backup file to write (SQLite). It is written under a temporary name beside it,
+    /// checked, and renamed when complete.
+    #[arg(long)]
+    pub output: PathBuf,
+    /// Replace --output if it exists (otherwise an existing file is refused).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// The database to export: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The bundle file to write, or - for stdout.
+    #[arg(long)]
+    pub output: String,
+    /// Replace --output if it exists (otherwise an existing file is refused).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// The database to fill: a SQLite file (created if missing) or a postgres:// URL. It must
+    /// hold no resources unless --merge is given.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The bundle to read, or - for stdin.
+    pub file: String,
+    /// Keep what the database holds: insert resources with new ids, update those whose id it
+    /// holds, delete nothing.
+    #[arg(long)]
+    pub merge: bool,
+    /// Check the whole bundle and print how many resources of each type would be inserted and
+    /// updated; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -140,6 +194,20 @@ pub struct ServeArgs {
     /// unseen.
     #[arg(long, env = "COURSED_REQUIRE_IF_MATCH")]
     pub require_if_match: bool,
+
+    /// Write scheduled backups into this folder (created if missing): coursed-<UTC time>.db,
+    /// each a SQLite file that `coursed serve --database` opens. Default: no scheduled backups.
+    #[arg(long, env = "COURSED_BACKUP_DIR")]
+    pub backup_dir: Option<PathBuf>,
+
+    /// How often to back up, e.g. 30m, 6h, 1d; backups run at multiples of it counted from
+    /// midnight UTC (6h: 00:00, 06:00, 12:00, 18:00 UTC).
+    #[arg(long, env = "COURSED_BACKUP_EVERY", default_value = "6h", value_parser = parse_duration)]
+    pub backup_every: std::time::Duration,
+
+    /// How many scheduled backups to keep in --backup-dir; older ones are removed.
+    #[arg(long, env = "COURSED_BACKUP_KEEP", default_value_t = 28)]
+    pub backup_keep: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

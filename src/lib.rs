@@ -6,6 +6,8 @@
 //! integration tests both go through these two.
 
 pub mod app;
+pub mod backup;
+pub mod bundle;
 pub mod cli;
 pub mod dataset;
 pub mod error;

@@ -28,6 +28,40 @@ fn main() -> ExitCode {
             let (from, to) = (coursed::store::display_name(&a.from), coursed::store::display_name(&a.to));
             format!("copied {c} from {from} to {to}")
         }),
+        Command::Backup(a) => coursed::backup::backup(&a.database, &a.output, a.force).map(|c| {
+            let from = coursed::store::display_name(&a.database);
+            format!("backed up {c} from {from} to {}", a.output.display())
+        }),
+        Command::Export(a) => {
+            let exported = coursed::bundle::export(&a.database, &a.output, a.force);
+            let from = coursed::store::display_name(&a.database);
+            return match exported {
+                Ok(c) => {
+                    // On stdout the bundle is the output: the summary goes to stderr then.
+                    let to = if a.output == "-" { "stdout" } else { &a.output };
+                    let summary =
+                        format!("exported {c} from {from} to {to} in {:.1} s", started.elapsed().as_secs_f64());
+                    if a.output == "-" {
+                        eprintln!("{summary}");
+                    } else {
+                        println!("{summary}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&e),
+            };
+        }
+        Command::Import(a) => {
+            let opts = coursed::bundle::Options { merge: a.merge, dry_run: a.dry_run };
+            coursed::bundle::import(&a.database, &a.file, opts).map(|c| {
+                let into = coursed::store::display_name(&a.database);
+                if a.dry_run {
+                    format!("dry run, nothing written to {into}: would have {c}")
+                } else {
+                    format!("imported into {into}: {c}")
+                }
+            })
+        }
     };
     match filled {
         Ok(summary) => {
@@ -48,6 +82,12 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         let (app, new_token) = coursed::open(&args).await?;
+        if let Some(dir) = &args.backup_dir {
+            let schedule =
+                coursed::backup::Schedule { dir: dir.clone(), every: args.backup_every, keep: args.backup_keep };
+            let database = if args.mock { ":memory:".to_owned() } else { args.database.clone() };
+            schedule.start(database)?;
+        }
         let listener = tokio::net::TcpListener::bind((args.host.as_str(), args.port))
             .await
             .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;

@@ -1,10 +1,6 @@
 //! `coursed copy`: every module, subject and chapter, with ids and timestamps, from one
 //! database to another of either engine, in one transaction on the target.
 
-use std::io::IsTerminal as _;
-
-use indicatif::{ProgressBar, ProgressStyle};
-
 use crate::resources::TYPES;
 use crate::store::bulk::{self, Counts, Loader};
 use crate::store::{display_name, Db, Durability, Options};
@@ -25,9 +21,9 @@ pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
     let (src, dst) = (display_name(from), display_name(to));
     let copied = source.read_blocking(|stx| {
         // One snapshot of the source, however long the copy takes.
-        stx.begin_snapshot().map_err(|e| format!("cannot read {src}: {e}"))?;
+        bulk::begin_whole_read(stx).map_err(|e| format!("cannot read {src}: {e}"))?;
         let total = bulk::counts(stx).map_err(|e| format!("cannot read {src}: {e}"))?.total();
-        let bar = progress_bar(total);
+        let bar = super::progress_bar(total, "{bar:40} {pos}/{len} resources, {per_sec}, {eta} left");
         let copied = crate::store::bulk(to, replace, crate::store::COMMAND_WAIT, |dtx| {
             let mut loader = Loader::new(dtx);
             let shown = bar.clone();
@@ -43,15 +39,4 @@ pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
         copied
     });
     copied.map_err(|e| format!("cannot read {src}: {e}"))?
-}
-
-fn progress_bar(total: u64) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total);
-    if let Ok(style) = ProgressStyle::with_template("{bar:40} {pos}/{len} resources, {per_sec}, {eta} left") {
-        bar.set_style(style);
-    }
-    bar
 }

@@ -8,9 +8,10 @@
 mod copy;
 mod rng;
 
-use std::io::Write as _;
+use std::io::{IsTerminal as _, Write as _};
 use std::path::Path;
 
+use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
 pub use self::copy::copy;
@@ -215,4 +216,16 @@ fn write_ids<'a>(dir: &Path, name: &str, ids: impl Iterator<Item = &'a str>) -> 
         writeln!(out, "{id}").map_err(|e| e.to_string())?;
     }
     out.flush().map_err(|e| e.to_string())
+}
+
+/// A progress bar on stderr when it is a terminal (hidden otherwise), drawn with `template`.
+pub(crate) fn progress_bar(total: u64, template: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
 }

@@ -45,6 +45,16 @@ pub enum Mode<'a> {
     Create,
     /// An update of the resource with this (normalized) id.
     Update(&'a str),
+    /// The whole resource with this (normalized) id, as a bundle line states it: `id` given,
+    /// every required member too.
+    Whole(&'a str),
+}
+
+impl Mode<'_> {
+    /// Whether the document must state every required member.
+    fn whole(self) -> bool {
+        matches!(self, Mode::Create | Mode::Whole(_))
+    }
 }
 
 /// Parses a create or update document for `rt`.
@@ -74,10 +84,10 @@ pub fn resource_data(rt: &'static ResourceType, data: &Json, mode: Mode<'_>) -> 
                 "Ids are assigned by the server; remove `id` from the new resource.",
             ));
         }
-        (Mode::Update(_), None) => {
+        (Mode::Update(_) | Mode::Whole(_), None) => {
             return Err(Problem::malformed("/data", "An update needs `id` in `data`, the id of the resource.").into());
         }
-        (Mode::Update(_), Some(id)) if !id.is_string() => {
+        (Mode::Update(_) | Mode::Whole(_), Some(id)) if !id.is_string() => {
             return Err(Problem::malformed("/data/id", "`id` must be a string.").into());
         }
         _ => {}
@@ -88,7 +98,7 @@ pub fn resource_data(rt: &'static ResourceType, data: &Json, mode: Mode<'_>) -> 
             format!("This endpoint takes `{}` resources, not `{type_name}`.", rt.name),
         ));
     }
-    if let (Mode::Update(url_id), Some(Json::String(id))) = (mode, data.get("id")) {
+    if let (Mode::Update(url_id) | Mode::Whole(url_id), Some(Json::String(id))) = (mode, data.get("id")) {
         if normalize_id(id).as_deref() != Some(url_id) {
             return Err(Error::conflict("/data/id", format!("`id` {id} does not match the id in the URL ({url_id}).")));
         }
@@ -109,7 +119,7 @@ pub fn resource_data(rt: &'static ResourceType, data: &Json, mode: Mode<'_>) -> 
             },
         }
     }
-    if mode == Mode::Create {
+    if mode.whole() {
         let at = if attrs.is_some() { "/data/attributes" } else { "/data" };
         for a in rt.attributes.iter().filter(|a| a.required) {
             if !attributes.iter().any(|(set, _)| std::ptr::eq(*set, a)) && !problems.iter().any(|p| mentions(p, a.name))
@@ -135,7 +145,7 @@ pub fn resource_data(rt: &'static ResourceType, data: &Json, mode: Mode<'_>) -> 
             None => problems.push(Problem::invalid(pointer, "A relationship must be an object with a `data` member.")),
         }
     }
-    if mode == Mode::Create {
+    if mode.whole() {
         let at = if rels.is_some() { "/data/relationships" } else { "/data" };
         for rel in rt.to_one().filter(|r| !r.fk.nullable) {
             if !relationships.iter().any(|l| std::ptr::eq(l.rel, rel))

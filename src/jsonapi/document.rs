@@ -106,18 +106,7 @@ impl Doc {
         self.string(ty);
         self.raw(r#","id":"#);
         self.string(id);
-        if !sel.attrs.is_empty() {
-            self.raw(r#","attributes":{"#);
-            for (i, attr) in sel.attrs.iter().enumerate() {
-                if i > 0 {
-                    self.buf.push(b',');
-                }
-                self.string(attr.name);
-                self.buf.push(b':');
-                self.value(attr.kind, rec.attr(i));
-            }
-            self.buf.push(b'}');
-        }
+        self.attributes(sel, rec);
         if !sel.rels.is_empty() {
             self.raw(r#","relationships":{"#);
             for (i, rel) in sel.rels.iter().enumerate() {
@@ -131,6 +120,66 @@ impl Doc {
         self.raw(r#","links":{"self":""#);
         self.buf.extend_from_slice(&self.self_url);
         self.raw("\"}}");
+    }
+
+    /// Writes `,"attributes":{...}` of the selection (nothing when it has none).
+    fn attributes(&mut self, sel: &Selection, rec: &impl Fields) {
+        if sel.attrs.is_empty() {
+            return;
+        }
+        self.raw(r#","attributes":{"#);
+        for (i, attr) in sel.attrs.iter().enumerate() {
+            if i > 0 {
+                self.buf.push(b',');
+            }
+            self.string(attr.name);
+            self.buf.push(b':');
+            self.value(attr.kind, rec.attr(i));
+        }
+        self.buf.push(b'}');
+    }
+
+    /// An empty buffer for one line of a bundle (see [`Doc::portable`]), not a document.
+    pub fn line() -> Doc {
+        Doc { buf: Vec::with_capacity(4096), self_url: Vec::new() }
+    }
+
+    /// Writes a resource object as a bundle carries it: `type`, `id`, the attributes of the
+    /// selection (written as the API writes them), and its to-one relationships with their
+    /// linkage only; no links.
+    pub fn portable(&mut self, sel: &Selection, rec: &impl Fields) {
+        self.raw(r#"{"type":"#);
+        self.string(sel.rt.name);
+        self.raw(r#","id":"#);
+        self.string(rec.id());
+        self.attributes(sel, rec);
+        if !sel.to_one.is_empty() {
+            self.raw(r#","relationships":{"#);
+            for (i, rel) in sel.to_one.iter().enumerate() {
+                if i > 0 {
+                    self.buf.push(b',');
+                }
+                self.string(rel.name);
+                self.raw(r#":{"data":"#);
+                match sel.parent_of(rec, rel) {
+                    Some(parent) => self.identifier(rel.target().name, parent),
+                    None => self.raw("null"),
+                }
+                self.buf.push(b'}');
+            }
+            self.buf.push(b'}');
+        }
+        self.buf.push(b'}');
+    }
+
+    /// The bytes written so far.
+    pub fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Empties the buffer, keeping its memory.
+    pub fn clear(&mut self) {
+        self.buf.clear();
     }
 
     /// Writes the resource URL followed by `suffixes`, as a JSON string.

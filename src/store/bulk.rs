@@ -13,6 +13,50 @@ const ROWS_PER_INSERT: usize = 100;
 /// Rows per read of a `copy` source.
 const ROWS_PER_READ: usize = 1000;
 
+/// What a bulk load does with the resources its target already holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// The target must hold none.
+    Refuse,
+    /// Remove them first, in the same transaction.
+    Replace,
+    /// Keep them (the load inserts beside them and may update them).
+    Keep,
+}
+
+/// How a bulk load treats its target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    pub existing: Existing,
+    /// Commit at the end; `false` rolls everything back (a dry run).
+    pub commit: bool,
+    /// What to suggest when the target is refused for holding resources, e.g. `or --replace`.
+    pub hint: &'static str,
+}
+
+impl Target {
+    /// An empty target (or one emptied first when `replace`), committed.
+    pub fn new(replace: bool) -> Target {
+        Target {
+            existing: if replace { Existing::Replace } else { Existing::Refuse },
+            commit: true,
+            hint: "or --replace",
+        }
+    }
+
+    /// Checks the resources `existing` a target holds; returns whether to remove them first.
+    pub fn clear_first(&self, name: &str, existing: u64) -> Result<bool, String> {
+        match self.existing {
+            _ if existing == 0 => Ok(false),
+            Existing::Refuse => {
+                Err(format!("{name} already holds {existing} resources; use an empty database ({})", self.hint))
+            }
+            Existing::Replace => Ok(true),
+            Existing::Keep => Ok(false),
+        }
+    }
+}
+
 /// Rows written, per type in [`TYPES`] order.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts(pub [u64; 3]);
@@ -46,6 +90,11 @@ pub struct Loader<'t> {
 }
 
 impl<'t> Loader<'t> {
+    /// The transaction rows go into (for reads between pushes: call [`Loader::flush`] first).
+    pub fn tx(&mut self) -> &mut dyn Tx {
+        &mut *self.tx
+    }
+
     pub fn new(tx: &'t mut dyn Tx) -> Loader<'t> {
         Loader { tx, rt: None, rows: Vec::new(), pending: 0, counts: Counts::default(), progress: None }
     }
@@ -72,7 +121,8 @@ impl<'t> Loader<'t> {
         self.push(rt, row)
     }
 
-    fn flush(&mut self) -> Result<(), DbError> {
+    /// Writes what is buffered now.
+    pub fn flush(&mut self) -> Result<(), DbError> {
         let Some(rt) = self.rt else { return Ok(()) };
         if self.pending == 0 {
             return Ok(());
@@ -137,6 +187,15 @@ pub fn read_all(
             return Ok(());
         }
     }
+}
+
+/// Readies `tx` for reading the whole database once (see [`read_all`]), in memory that does not
+/// grow with the size of the database.
+pub fn begin_whole_read(tx: &mut dyn Tx) -> Result<(), DbError> {
+    if let Some(sql) = tx.dialect().whole_scan() {
+        tx.query(sql, &[], &mut |_| {})?;
+    }
+    tx.begin_snapshot()
 }
 
 /// How many resources `tx`'s database holds, per type.

@@ -45,6 +45,16 @@ impl Dialect {
         }
     }
 
+    /// A setting for a connection about to read a whole database once, if the engine needs one:
+    /// SQLite maps the file into memory for fast point reads, which in a full scan would make
+    /// the process as large as the file.
+    pub fn whole_scan(self) -> Option<&'static str> {
+        match self {
+            Dialect::Sqlite => Some("PRAGMA mmap_size = 0"),
+            Dialect::Postgres => None,
+        }
+    }
+
     /// `a` differs from `b`, nulls compared as values.
     pub fn distinct(self, a: &str, b: &str) -> String {
         match self {

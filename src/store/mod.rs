@@ -255,9 +255,32 @@ pub fn bulk<T>(
     wait: Duration,
     f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, String>,
 ) -> std::result::Result<T, String> {
+    bulk_into(path, bulk::Target::new(replace), wait, f)
+}
+
+/// [`bulk`], with what becomes of the resources the target holds, and whether it commits,
+/// told by `target`.
+pub fn bulk_into<T>(
+    path: &str,
+    target: bulk::Target,
+    wait: Duration,
+    f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, String>,
+) -> std::result::Result<T, String> {
     if is_postgres_url(path) {
-        postgres::bulk(path, replace, wait, f)
+        postgres::bulk(path, target, wait, f)
     } else {
-        sqlite::bulk(path, replace, f)
+        sqlite::bulk(path, target, f)
     }
+}
+
+/// Writes a consistent snapshot of the SQLite database `path` into the new file `dest`, while
+/// other connections go on reading and writing. Blocks.
+pub fn snapshot_sqlite(path: &str, dest: &std::path::Path) -> std::result::Result<(), String> {
+    sqlite::snapshot_into(path, dest)
+}
+
+/// Makes the new SQLite file `path` self-contained (no `-wal` beside it), checks it (`PRAGMA
+/// integrity_check`) and counts its resources. Blocks.
+pub fn seal_sqlite(path: &std::path::Path) -> std::result::Result<bulk::Counts, String> {
+    sqlite::seal(path)
 }

@@ -153,11 +153,17 @@ fn help_explains_every_flag() {
         "COURSED_PUBLIC_URL",
         "COURSED_LOG_LEVEL",
         "COURSED_DATABASE_WAIT",
+        "COURSED_BACKUP_DIR",
+        "COURSED_BACKUP_EVERY",
+        "COURSED_BACKUP_KEEP",
     ] {
         assert!(help.contains(var), "{var} missing from:\n{help}");
     }
     let out = Command::new(env!("CARGO_BIN_EXE_coursed")).arg("--help").output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("serve"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    for command in ["serve", "backup", "export", "import"] {
+        assert!(help.contains(command), "{command} missing from:\n{help}");
+    }
 }
 
 #[test]

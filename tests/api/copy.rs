@@ -7,7 +7,7 @@ use crate::helpers::{Engine, TestApp};
 
 /// A catalogue that tells collations and null orders apart: titles that differ in case and
 /// accents only, external ids that are null or differ in case, ties broken by id.
-fn dataset() -> serde_json::Value {
+pub fn dataset() -> serde_json::Value {
     let id = |n: u32| format!("01900000-0000-7000-8000-{n:012}");
     let titles =
         ["zebra", "Apple", "apple", "Éclair", "eclair", "_under", "a b", "ábc", "Zürich", "10 tens", "9 nines"];
@@ -37,6 +37,13 @@ fn dataset() -> serde_json::Value {
     json!({"modules": modules, "subjects": subjects, "chapters": chapters})
 }
 
+/// [`dataset`] written into `dir` as a dataset file for `coursed load`.
+pub fn dataset_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let file = dir.join("dataset.json");
+    std::fs::write(&file, dataset().to_string()).unwrap();
+    file
+}
+
 const PATHS: &[&str] = &[
     "/v1/modules?sort=title",
     "/v1/modules?sort=-title",
@@ -61,7 +68,7 @@ const PATHS: &[&str] = &[
     "/v1/chapters?filter[subject]=01900000-0000-7000-8000-000000000103",
 ];
 
-async fn assert_same_answers(a: &TestApp, b: &TestApp) {
+pub async fn assert_same_answers(a: &TestApp, b: &TestApp) {
     for path in PATHS {
         let (sa, ba) = a.raw(path).await;
         let (sb, bb) = b.raw(path).await;
@@ -76,8 +83,7 @@ async fn both_engines_answer_the_same_bytes_and_copy_carries_a_catalogue_there_a
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("dataset.json");
-    std::fs::write(&file, dataset().to_string()).unwrap();
+    let file = dataset_file(dir.path());
     let (sqlite, back) = (dir.path().join("a.db"), dir.path().join("back.db"));
     let (sqlite, back) = (sqlite.to_str().unwrap().to_owned(), back.to_str().unwrap().to_owned());
     // A database whose default collation is linguistic (ICU, en-US), as on many servers: the

@@ -1,5 +1,7 @@
+mod backup;
 mod binary;
 mod browser;
+mod bundle;
 mod collections;
 mod copy;
 mod engines;

@@ -5,16 +5,16 @@ use std::time::Duration;
 
 use super::connect::Manager;
 use super::tx::PgTx;
-use crate::store::bulk::counts;
+use crate::store::bulk::{counts, Target};
 use crate::store::tx::{Shared, Tx};
 
 const TABLES: &str = "modules, subjects, chapters";
 
-/// Runs `f` over a transaction on the database at `url` (migrated if needed), which must hold
-/// no resources unless `replace` (then they are removed first, in the same transaction).
+/// Runs `f` over a transaction on the database at `url` (migrated if needed), treating the
+/// resources it holds as `target` says.
 pub fn bulk<T>(
     url: &str,
-    replace: bool,
+    target: Target,
     wait: Duration,
     f: impl FnOnce(&mut dyn Tx) -> Result<T, String>,
 ) -> Result<T, String> {
@@ -27,12 +27,12 @@ pub fn bulk<T>(
     let fail = |e| format!("loading {name} failed: {e}");
     // Servers on this database wait (and answer 503) rather than see a half-loaded catalogue.
     tx.batch(&format!("BEGIN; LOCK TABLE {TABLES}, row_counts IN ACCESS EXCLUSIVE MODE")).map_err(fail)?;
+    // Statements are prepared once and run for every batch while the tables grow from nothing:
+    // a generic plan made when they were empty would scan them whole for every batch.
+    tx.batch("SET LOCAL plan_cache_mode = force_custom_plan").map_err(fail)?;
     let outcome = (|| {
         let existing = counts(&mut tx).map_err(fail)?.total();
-        if existing > 0 && !replace {
-            return Err(format!("{name} already holds {existing} resources; use an empty database (or --replace)"));
-        }
-        if existing > 0 {
+        if target.clear_first(&name, existing)? {
             tx.batch(&format!("TRUNCATE {TABLES}, row_counts")).map_err(fail)?;
         }
         tx.batch(
@@ -44,15 +44,16 @@ pub fn bulk<T>(
         tx.batch(RECOUNT).map_err(fail)?;
         tx.batch(
             "ALTER TABLE modules ENABLE TRIGGER USER; ALTER TABLE subjects ENABLE TRIGGER USER; \
-             ALTER TABLE chapters ENABLE TRIGGER USER; COMMIT",
+             ALTER TABLE chapters ENABLE TRIGGER USER",
         )
         .map_err(fail)?;
         Ok(value)
     })();
-    if outcome.is_err() {
+    if outcome.is_err() || !target.commit {
         let _ = tx.batch("ROLLBACK");
         return outcome;
     }
+    tx.batch("COMMIT").map_err(fail)?;
     tx.batch(&format!("ANALYZE {TABLES}")).map_err(fail)?;
     outcome
 }

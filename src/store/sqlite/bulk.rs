@@ -1,43 +1,49 @@
 //! Bulk loading into a SQLite file: one transaction, rollback journal (cheap for pages that
-//! are only appended, and what makes an interrupted load leave the file as it was).
+//! are only appended), or WAL when a server holds the file open; either way an interrupted
+//! load leaves the file as it was.
+
+use std::time::Duration;
 
 use rusqlite::Connection;
 
 use super::tx::{db_error, SqliteTx};
-use crate::store::bulk::counts;
+use crate::store::bulk::{counts, Target};
 use crate::store::tx::{Shared, Tx};
 
-/// Runs `f` over a transaction on the file `path` (created and migrated if needed), which must
-/// hold no resources unless `replace` (then they are deleted first, in the same transaction).
-pub fn bulk<T>(path: &str, replace: bool, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
+/// How long a load waits for the write lock of a server on the same file.
+const BUSY: Duration = Duration::from_secs(30);
+
+/// Runs `f` over a transaction on the file `path` (created and migrated if needed), treating
+/// the resources it holds as `target` says.
+pub fn bulk<T>(path: &str, target: Target, f: impl FnOnce(&mut dyn Tx) -> Result<T, String>) -> Result<T, String> {
     if path == ":memory:" {
         return Err("load into a database file, not :memory:".into());
     }
     super::create(path)?;
     let conn = Connection::open(path).map_err(|e| format!("cannot open {path}: {e}"))?;
     let fail = |e: rusqlite::Error| format!("loading {path} failed: {e}");
+    // A server may have the file open (an import with --merge): wait for its writer's commits
+    // rather than fail, and stay in WAL mode, which cannot be left while it is open.
+    conn.busy_timeout(BUSY).map_err(fail)?;
+    let _ = conn.execute_batch("PRAGMA journal_mode = DELETE");
     conn.execute_batch(
-        "PRAGMA journal_mode = DELETE; PRAGMA synchronous = FULL; PRAGMA cache_size = -262144; \
-         PRAGMA foreign_keys = ON; BEGIN IMMEDIATE;",
+        "PRAGMA synchronous = FULL; PRAGMA cache_size = -262144; PRAGMA foreign_keys = ON; BEGIN IMMEDIATE;",
     )
     .map_err(fail)?;
     let shared = Shared::default();
     let mut tx = SqliteTx { conn: &conn, shared: &shared };
     let outcome = (|| {
         let existing = counts(&mut tx).map_err(|e| e.to_string())?.total();
-        if existing > 0 && !replace {
-            return Err(format!("{path} already holds {existing} resources; use an empty database (or --replace)"));
-        }
-        if existing > 0 {
+        if target.clear_first(path, existing)? {
             conn.execute_batch("DELETE FROM chapters; DELETE FROM subjects; DELETE FROM modules;").map_err(fail)?;
         }
         f(&mut tx)
     })();
     let value = match outcome {
-        Ok(v) => v,
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            return Err(e);
+        Ok(v) if target.commit => v,
+        outcome => {
+            let _ = conn.execute_batch("ROLLBACK; PRAGMA journal_mode = WAL;");
+            return outcome;
         }
     };
     conn.execute_batch("COMMIT; ANALYZE; PRAGMA journal_mode = WAL;")

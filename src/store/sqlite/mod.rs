@@ -10,6 +10,7 @@
 //!   transaction, commits once (one fsync for the group), and only then answers each request.
 //!   A failing write rolls back to its savepoint and leaves the others intact.
 
+mod backup;
 mod bulk;
 mod open;
 mod tx;
@@ -21,6 +22,7 @@ use std::thread::JoinHandle;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::OpenFlags;
 
+pub use self::backup::{seal, snapshot_into};
 pub use self::bulk::bulk;
 pub use self::open::create;
 use self::tx::SqliteTx;

@@ -11,7 +11,7 @@ const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql")];
 /// How long opening waits for another process that is migrating the same file.
 const MIGRATION_WAIT: Duration = Duration::from_secs(60);
 /// Marks a file as a coursed database ("crsd").
-const APPLICATION_ID: i64 = 0x6372_7364;
+pub const APPLICATION_ID: i64 = 0x6372_7364;
 
 /// Opens the read-write connection: settings, journal mode, migrations.
 pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {

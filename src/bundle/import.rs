@@ -1,0 +1,249 @@
+//! `coursed import`: a bundle read line by line into one transaction on the target, each line
+//! checked by the rules the API applies to a create ([`crate::jsonapi::body`]).
+
+use std::io::{BufRead, BufReader, Read};
+
+use serde_json::Value as Json;
+
+use super::apply::{Apply, Line};
+use super::{FORMAT, VERSION};
+use crate::error::Source;
+use crate::jsonapi::body::{self, Mode};
+use crate::jsonapi::query::normalize_id;
+use crate::resources::{Kind, ResourceType, TYPES};
+use crate::store::bulk::{Counts, Existing, Target};
+use crate::store::{display_name, Selection, Value};
+
+/// The longest line read: a resource's texts at their limits, escaped, fit well within it.
+const MAX_LINE: u64 = 16 << 20;
+
+/// How to import.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Keep what the target holds: insert new ids, update existing ones, delete nothing.
+    pub merge: bool,
+    /// Check everything and count what would change, then roll back.
+    pub dry_run: bool,
+}
+
+/// What an import changed (or, in a dry run, would have).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Imported {
+    pub inserted: Counts,
+    pub updated: Counts,
+}
+
+impl std::fmt::Display for Imported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "inserted {}; updated {}", self.inserted, self.updated)
+    }
+}
+
+/// Imports the bundle `input` (a file, or `-` for stdin) into `database`: an empty database,
+/// or any with `merge`. One transaction: any bad line leaves the target as it was.
+pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, String> {
+    if opts.dry_run && !crate::store::is_postgres_url(database) && !std::path::Path::new(database).is_file() {
+        return Err(format!("there is no database at {database}"));
+    }
+    let (reader, size): (Box<dyn Read>, u64) = if input == "-" {
+        (Box::new(std::io::stdin().lock()), 0)
+    } else {
+        let file = std::fs::File::open(input).map_err(|e| format!("cannot read {input}: {e}"))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        (Box::new(file), size)
+    };
+    let mut lines = Lines { reader: BufReader::with_capacity(1 << 20, reader), number: 0, read: 0, buf: Vec::new() };
+    // The header is checked before the database is touched.
+    let Some((number, first)) = lines.next()? else {
+        return Err("the bundle is empty: it has no header line".into());
+    };
+    check_header(number, first)?;
+    let existing = if opts.merge { Existing::Keep } else { Existing::Refuse };
+    let target = Target { existing, commit: !opts.dry_run, hint: "or --merge" };
+    let name = display_name(database);
+    let new_file = !crate::store::is_postgres_url(database) && !std::path::Path::new(database).exists();
+    let imported = crate::store::bulk_into(database, target, crate::store::COMMAND_WAIT, |tx| {
+        let bar = crate::dataset::progress_bar(size, "{bar:40} {bytes}/{total_bytes}, {bytes_per_sec}, {eta} left");
+        let mut apply = Apply::new(tx, opts.merge).map_err(|e| format!("cannot import into {name}: {e}"))?;
+        let mut trailer: Option<(u64, Counts)> = None;
+        while let Some((number, bytes)) = lines.next()? {
+            if let Some((at, _)) = trailer {
+                return Err(format!("line {number}: nothing may follow the trailer (line {at})"));
+            }
+            match parse(number, bytes)? {
+                Item::Resource(line) => apply.push(line)?,
+                Item::Trailer(counts) => trailer = Some((number, counts)),
+            }
+            bar.set_position(lines.read);
+        }
+        let (imported, seen) = apply.finish()?;
+        bar.finish_and_clear();
+        if let Some((at, counts)) = trailer {
+            if counts != seen {
+                return Err(format!("line {at}: the trailer counts {counts}, but the bundle holds {seen}"));
+            }
+        }
+        Ok(imported)
+    });
+    if imported.is_err() && new_file {
+        // A failed import into a file it created leaves no empty database behind.
+        crate::backup::remove_with_sidecars(std::path::Path::new(database));
+    }
+    imported
+}
+
+/// The lines of a bundle, numbered from 1; blank lines are skipped.
+struct Lines<R> {
+    reader: BufReader<R>,
+    number: u64,
+    read: u64,
+    buf: Vec<u8>,
+}
+
+impl<R: Read> Lines<R> {
+    /// The next line that is not blank, with its number.
+    fn next(&mut self) -> Result<Option<(u64, &[u8])>, String> {
+        loop {
+            self.buf.clear();
+            self.number += 1;
+            let n = (&mut self.reader)
+                .take(MAX_LINE + 1)
+                .read_until(b'\n', &mut self.buf)
+                .map_err(|e| format!("line {}: cannot read the bundle: {e}", self.number))?;
+            self.read += n as u64;
+            if n == 0 {
+                return Ok(None);
+            }
+            if n as u64 > MAX_LINE {
+                return Err(format!("line {}: longer than {} MiB", self.number, MAX_LINE >> 20));
+            }
+            if !self.buf.iter().all(u8::is_ascii_whitespace) {
+                return Ok(Some((self.number, &self.buf)));
+            }
+        }
+    }
+}
+
+fn check_header(number: u64, bytes: &[u8]) -> Result<(), String> {
+    let expected = format!(r#"the first line must be the header {{"format":"{FORMAT}","version":{VERSION}}}"#);
+    let header: Json =
+        serde_json::from_slice(bytes).map_err(|e| format!("line {number}: not a coursed bundle ({e}); {expected}"))?;
+    if header.get("format").and_then(Json::as_str) != Some(FORMAT) {
+        return Err(format!("line {number}: not a coursed bundle: {expected}"));
+    }
+    match header.get("version").and_then(Json::as_u64) {
+        Some(VERSION) => Ok(()),
+        Some(v) if v > VERSION => Err(format!(
+            "line {number}: the bundle is of version {v}, newer than this coursed reads ({VERSION}); use a newer coursed"
+        )),
+        _ => Err(format!("line {number}: `version` must be {VERSION}; {expected}")),
+    }
+}
+
+enum Item {
+    Resource(Line),
+    Trailer(Counts),
+}
+
+/// Parses and checks one line after the header.
+fn parse(number: u64, bytes: &[u8]) -> Result<Item, String> {
+    let json: Json = serde_json::from_slice(bytes).map_err(|e| format!("line {number}: not JSON: {e}"))?;
+    let Some(obj) = json.as_object() else {
+        return Err(format!("line {number}: must be a JSON object (a resource, or the trailer)"));
+    };
+    if obj.contains_key("counts") && !obj.contains_key("type") {
+        return trailer_counts(&json["counts"]).map(Item::Trailer).map_err(|e| format!("line {number}: {e}"));
+    }
+    let Some(type_name) = obj.get("type").and_then(Json::as_str) else {
+        return Err(format!("line {number}: a resource needs `type` (a string)"));
+    };
+    let Some(rt) = crate::resources::by_name(type_name) else {
+        let known: Vec<&str> = TYPES.iter().map(|t| t.name).collect();
+        return Err(format!("line {number}: unknown type `{type_name}` (a bundle holds {})", known.join(", ")));
+    };
+    let Some(id) = obj.get("id").and_then(Json::as_str).and_then(normalize_id) else {
+        return Err(format!("line {number}: {type_name}: `id` must be a UUID string"));
+    };
+    let at = |member: &str, detail: &str| format!("line {number}: {type_name} {id}: {member}: {detail}");
+    if let Some(rels) = obj.get("relationships").and_then(Json::as_object) {
+        for name in rels.keys() {
+            if rt.relationship(name).is_some_and(|r| !r.is_to_one()) {
+                let detail = "a bundle carries to-one linkage only (a child names its parent)";
+                return Err(at(&format!("relationships.{name}"), detail));
+            }
+        }
+    }
+    let changes = body::resource_data(rt, &json, Mode::Whole(&id)).map_err(|e| {
+        let problems: Vec<String> = e.problems.iter().map(|p| at(&member(&p.source), &p.detail)).collect();
+        problems.join("; ")
+    })?;
+    let sel = Selection::whole(rt);
+    let mut row = Vec::with_capacity(1 + sel.attrs.len() + sel.to_one.len());
+    row.push(Value::Text(id.clone()));
+    let now = crate::time::now_ms();
+    for a in &sel.attrs {
+        let given = changes.attributes.iter().find(|(set, _)| std::ptr::eq(*set, *a)).map(|(_, v)| v.clone());
+        row.push(match (a.kind, given) {
+            (Kind::Timestamp, _) => timestamp(&json["attributes"][a.name])
+                .ok_or_else(|| at(&format!("attributes.{}", a.name), "must be a time like 2026-11-23T06:15:00.000Z"))?
+                .map_or(Value::Time(now), Value::Time),
+            (_, Some(v)) => v,
+            (Kind::Text, None) => Value::Text(String::new()),
+            (Kind::Bool, None) => Value::Bool(false),
+            (Kind::Integer, None) => Value::Int(0),
+            (Kind::NullableText, None) => Value::Null,
+        });
+    }
+    for rel in &sel.to_one {
+        let parent = changes.relationships.iter().find(|l| std::ptr::eq(l.rel, *rel)).and_then(|l| l.ids.first());
+        if parent.is_none() && !rel.fk.nullable {
+            let detail = format!(
+                "every {} belongs to one of the {}; `data` must not be null",
+                body::singular(rt),
+                rel.target().name
+            );
+            return Err(at(&format!("relationships.{}", rel.name), &detail));
+        }
+        row.push(Value::text_or_null(parent.map(String::as_str)));
+    }
+    Ok(Item::Resource(Line { number, rt, row }))
+}
+
+/// A timestamp attribute: `Some(None)` when absent (the import's time is used).
+fn timestamp(json: &Json) -> Option<Option<i64>> {
+    match json {
+        Json::Null => Some(None),
+        Json::String(s) => crate::time::parse_ms(s).map(Some),
+        _ => None,
+    }
+}
+
+/// `attributes.title` for the pointer `/data/attributes/title`.
+fn member(source: &Source) -> String {
+    match source {
+        Source::Pointer(p) => {
+            let p = p.strip_prefix("/data").unwrap_or(p).trim_start_matches('/');
+            if p.is_empty() {
+                "the resource".into()
+            } else {
+                p.replace('/', ".")
+            }
+        }
+        Source::Parameter(p) => p.clone(),
+        Source::None => "the resource".into(),
+    }
+}
+
+fn trailer_counts(json: &Json) -> Result<Counts, String> {
+    let bad = || {
+        let example: Vec<String> = TYPES.iter().map(|t| format!("\"{}\":N", t.name)).collect();
+        format!("the trailer must be {{\"counts\":{{{}}}}}", example.join(","))
+    };
+    let obj = json.as_object().ok_or_else(bad)?;
+    let mut counts = Counts::default();
+    for (name, n) in obj {
+        let i = TYPES.iter().position(|t: &&ResourceType| t.name == name).ok_or_else(bad)?;
+        counts.0[i] = n.as_u64().ok_or_else(bad)?;
+    }
+    Ok(counts)
+}

@@ -1,0 +1,129 @@
+//! Portable bundles: a catalogue as JSON Lines, to carry between schools, engines and versions.
+//!
+//! ```text
+//! {"format":"coursed-bundle","version":1,"exported_at":"2026-11-23T06:15:00.000Z","generator":"coursed 0.1.0"}
+//! {"type":"modules","id":"0190…","attributes":{"title":"Physics",…,"created_at":"…","updated_at":"…"}}
+//! {"type":"subjects","id":"0190…","attributes":{…},"relationships":{"module":{"data":{"type":"modules","id":"0190…"}}}}
+//! {"counts":{"modules":1,"subjects":1,"chapters":0}}
+//! ```
+//!
+//! The first line is the header, then one JSON:API resource object per line (parents before
+//! their children), then an optional trailer with the number of resources of each type. Export
+//! and import both stream: memory stays bounded whatever the size of the catalogue.
+
+mod apply;
+mod import;
+
+use std::io::Write;
+use std::path::Path;
+
+pub use self::import::{import, Imported, Options};
+use crate::jsonapi::document::Doc;
+use crate::resources::TYPES;
+use crate::store::bulk::{self, Counts};
+use crate::store::{display_name, Db, DbError, Durability, Record, Selection, Value};
+
+/// The `format` of a header.
+pub const FORMAT: &str = "coursed-bundle";
+/// The version of the format this coursed writes and reads.
+pub const VERSION: u64 = 1;
+
+/// Writes the catalogue of `database`, read in one snapshot, as a bundle to `output` (`-` for
+/// stdout). A file is written under a temporary name and renamed when complete; an existing
+/// one is refused unless `force`.
+pub fn export(database: &str, output: &str, force: bool) -> Result<Counts, String> {
+    if !crate::store::is_postgres_url(database) && !Path::new(database).is_file() {
+        return Err(format!("there is no database at {database}"));
+    }
+    let mut opts = crate::store::Options::new(database, Durability::Full);
+    opts.wait = crate::store::COMMAND_WAIT;
+    let db = Db::open(&opts)?;
+    if output == "-" {
+        let stdout = std::io::stdout();
+        return export_to(&db, database, &mut std::io::BufWriter::new(stdout.lock()), "stdout");
+    }
+    let path = Path::new(output);
+    if path.exists() && !force {
+        return Err(format!("{output} exists; choose another name or pass --force to replace it"));
+    }
+    let partial = path.with_file_name(format!(
+        ".{}.partial-{}",
+        path.file_name().map_or_else(|| "bundle".into(), |n| n.to_string_lossy()),
+        std::process::id()
+    ));
+    let written = std::fs::File::create(&partial)
+        .map_err(|e| format!("cannot write {}: {e}", partial.display()))
+        .and_then(|file| {
+            let mut out = std::io::BufWriter::new(file);
+            let counts = export_to(&db, database, &mut out, output)?;
+            let file = out.into_inner().map_err(|e| format!("cannot write {output}: {e}"))?;
+            file.sync_all().map_err(|e| format!("cannot write {output}: {e}"))?;
+            std::fs::rename(&partial, path).map_err(|e| format!("cannot rename to {output}: {e}"))?;
+            Ok(counts)
+        });
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written
+}
+
+fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str) -> Result<Counts, String> {
+    let source = display_name(database);
+    let read = db.read_blocking(|tx| {
+        bulk::begin_whole_read(tx).map_err(|e| format!("cannot read {source}: {e}"))?;
+        let written = (|| {
+            let fail = |e: std::io::Error| format!("cannot write {name}: {e}");
+            let total = bulk::counts(tx).map_err(|e| format!("cannot read {source}: {e}"))?;
+            let bar =
+                crate::dataset::progress_bar(total.total(), "{bar:40} {pos}/{len} resources, {per_sec}, {eta} left");
+            writeln!(out, "{}", header()).map_err(fail)?;
+            let mut line = Doc::line();
+            let mut counts = Counts::default();
+            for (i, rt) in TYPES.iter().enumerate() {
+                let sel = Selection::whole(rt);
+                bulk::read_all(tx, rt, &mut |row| {
+                    line.clear();
+                    line.portable(sel, &record(sel, row));
+                    line.raw("\n");
+                    out.write_all(line.bytes()).map_err(|e| DbError::Other(fail(e)))?;
+                    counts.0[i] += 1;
+                    bar.inc(1);
+                    Ok(())
+                })
+                .map_err(|e| format!("exporting {} from {source} failed: {e}", rt.name))?;
+            }
+            bar.finish_and_clear();
+            writeln!(out, "{}", trailer(&counts)).map_err(fail)?;
+            out.flush().map_err(fail)?;
+            Ok(counts)
+        })();
+        let _ = tx.end_snapshot();
+        written
+    });
+    read.map_err(|e| format!("cannot read {source}: {e}"))?
+}
+
+/// A row in [`Selection::whole`] column order as a record of that selection.
+fn record(sel: &Selection, row: Vec<Value>) -> Record {
+    let mut cells = row.into_iter();
+    let id = match cells.next() {
+        Some(Value::Text(id)) => id,
+        _ => String::new(),
+    };
+    let attrs: Vec<Value> = cells.by_ref().take(sel.attrs.len()).collect();
+    let parents = cells.map(|v| if let Value::Text(p) = v { Some(p) } else { None }).collect();
+    Record { id, attrs, parents, children: Vec::new() }
+}
+
+/// The header line; written by hand so that `format` comes first, for people reading it.
+fn header() -> String {
+    let at = crate::time::format_ms(crate::time::now_ms());
+    let generator = concat!("coursed ", env!("CARGO_PKG_VERSION"));
+    format!(r#"{{"format":"{FORMAT}","version":{VERSION},"exported_at":"{at}","generator":"{generator}"}}"#)
+}
+
+/// The trailer line: the resources of each type, in [`TYPES`] order.
+fn trailer(counts: &Counts) -> String {
+    let per_type: Vec<String> = TYPES.iter().zip(counts.0).map(|(t, n)| format!(r#""{}":{n}"#, t.name)).collect();
+    format!(r#"{{"counts":{{{}}}}}"#, per_type.join(","))
+}

@@ -1,0 +1,62 @@
+//! Snapshots of a SQLite file taken while servers go on using it, and the check of a file
+//! written that way.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::tx::SqliteTx;
+use crate::store::bulk::{counts, Counts};
+use crate::store::tx::Shared;
+
+/// How long the snapshot waits for a lock (a writer checkpointing, a migration).
+const BUSY: Duration = Duration::from_secs(30);
+
+/// Writes the database `path` into the new file `dest` with `VACUUM INTO`: one read
+/// transaction, so the copy holds exactly the commits made before it began, and in WAL mode
+/// the server's writers go on meanwhile.
+pub fn snapshot_into(path: &str, dest: &Path) -> Result<(), String> {
+    if path == ":memory:" {
+        return Err("a :memory: database lives in its server's process only; there is nothing to back up".into());
+    }
+    if !Path::new(path).is_file() {
+        return Err(format!("there is no database at {path}"));
+    }
+    // Read-write without create: reading a WAL file may need to set up its shared memory.
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| format!("cannot open {path}: {e}"))?;
+    conn.busy_timeout(BUSY).map_err(|e| format!("cannot open {path}: {e}"))?;
+    let app: i64 =
+        conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(|e| format!("cannot read {path}: {e}"))?;
+    if app != super::open::APPLICATION_ID {
+        return Err(format!("{path} is not a coursed database"));
+    }
+    let dest_text = dest.to_str().ok_or_else(|| format!("{} is not a UTF-8 path", dest.display()))?;
+    conn.execute("VACUUM INTO ?1", [dest_text]).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
+    Ok(())
+}
+
+/// Makes the new file `path` one self-contained file (rollback journal: no `-wal` beside it
+/// to lose when it is moved), runs `PRAGMA integrity_check` on it and counts its resources.
+pub fn seal(path: &Path) -> Result<Counts, String> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let fail = |e: rusqlite::Error| format!("{} fails its check: {e}", path.display());
+    let conn = Connection::open_with_flags(path, flags).map_err(fail)?;
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "DELETE", |r| r.get(0)).map_err(fail)?;
+    if !mode.eq_ignore_ascii_case("delete") {
+        return Err(format!("{} stays in journal mode {mode}", path.display()));
+    }
+    let mut problems = Vec::new();
+    let mut check = conn.prepare("PRAGMA integrity_check").map_err(fail)?;
+    let rows = check.query_map([], |r| r.get::<_, String>(0)).map_err(fail)?;
+    for row in rows {
+        problems.push(row.map_err(fail)?);
+    }
+    if problems != ["ok"] {
+        return Err(format!("{} fails its integrity check: {}", path.display(), problems.join("; ")));
+    }
+    let shared = Shared::default();
+    let counted = counts(&mut SqliteTx { conn: &conn, shared: &shared });
+    counted.map_err(|e| format!("cannot count the resources of {}: {e}", path.display()))
+}
