@@ -387,3 +387,16 @@ async fn large_bodies_are_compressed_as_the_client_accepts() {
     assert_eq!(header(&h, "content-encoding"), None);
     assert_eq!(body, plain);
 }
+
+on_both!(options_on_what_does_not_exist_is_404_with_or_without_a_token);
+async fn options_on_what_does_not_exist_is_404_with_or_without_a_token() {
+    let t = TestApp::new().await;
+    let s = t.subject("S", None).await;
+    for path in
+        ["/v1/teachers".to_owned(), format!("/v1/subjects/{s}/relationships/teachers"), "/v1/subjects/x/y/z".to_owned()]
+    {
+        let (status, _, _) = t.exchange(warp::test::request().method("OPTIONS").path(&path)).await;
+        assert_eq!(status, 404, "OPTIONS {path} without a token");
+        t.send(t.req("OPTIONS", &path)).await.assert_problem(404);
+    }
+}
