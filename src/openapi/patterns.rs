@@ -6,8 +6,25 @@
 use crate::jsonapi::query::MAX_INCLUDE_DEPTH;
 use crate::resources::ResourceType;
 
-/// What `str::trim` removes (Unicode White_Space), as a character class.
-const W: &str = r"[\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]";
+/// What `str::trim` removes (Unicode White_Space), the inside of a character class. Not `\s`:
+/// that is ECMA-262's (JSON Schema's) white space, which has U+FEFF and lacks U+0085.
+macro_rules! white_space {
+    () => {
+        r"\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000"
+    };
+}
+
+/// What `str::trim` removes, as a character class.
+const W: &str = concat!("[", white_space!(), "]");
+
+/// Text the server takes: no U+0000; with `visible`, at least one character `str::trim` keeps.
+pub fn text(visible: bool) -> &'static str {
+    if visible {
+        concat!(r"^[^\u0000]*[^\u0000", white_space!(), r"][^\u0000]*$")
+    } else {
+        r"^[^\u0000]*$"
+    }
+}
 
 fn alternatives<'a>(names: impl Iterator<Item = &'a str>) -> String {
     names.map(|n| n.replace('.', r"\.")).collect::<Vec<_>>().join("|")

@@ -15,7 +15,7 @@ pub fn attribute_schema(a: &Attribute) -> Value {
     };
     if matches!(a.kind, Kind::Text | Kind::NullableText) {
         // No U+0000 (PostgreSQL cannot store it); a required text (trimmed) needs a visible character.
-        s["pattern"] = json!(if a.min > 0 { r"^[^\u0000]*[^\s\u0000][^\u0000]*$" } else { r"^[^\u0000]*$" });
+        s["pattern"] = json!(super::patterns::text(a.min > 0));
         if a.min > 0 {
             s["minLength"] = json!(a.min);
         }

@@ -251,3 +251,20 @@ async fn links_lead_from_each_create_to_the_new_resource() {
     let gets: usize = coursed::resources::TYPES.iter().map(|rt| 1 + 2 * rt.relationships.len()).sum();
     assert_eq!(followed, gets);
 }
+
+on_both!(the_documented_text_rules_are_the_servers);
+async fn the_documented_text_rules_are_the_servers() {
+    let doc = coursed::openapi::document();
+    let root = json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "components": doc["components"],
+        "allOf": [{"$ref": "#/components/schemas/modules_create"}]});
+    let validator = jsonschema::validator_for(&root).expect("the OpenAPI schemas compile");
+    let t = TestApp::new().await;
+    // Unicode White_Space is what the server trims (U+0085 and U+3000 are, U+FEFF and U+200B are
+    // not); JSON Schema's own `\s` differs on exactly such characters.
+    for title in ["a", " ", "\u{2003}\u{85}\u{85}", "\u{feff}", "\u{200b}", "\u{3000}x", "\t\n", "\u{a0}", "a\u{0}"] {
+        let body = json!({"data": {"type": "modules", "attributes": {"title": title}}});
+        let documented = validator.is_valid(&body);
+        let r = t.write("POST", "/v1/modules", body).await;
+        assert_eq!(documented, r.status == 201, "title {title:?}: schema says {documented}, server {}", r.status);
+    }
+}
