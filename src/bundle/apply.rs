@@ -106,12 +106,9 @@ impl<'t> Apply<'t> {
         // A merge writes the batch as one upsert: new ids inserted, known ones replaced.
         let (total, updates) = (batch.len() as u64, batch.iter().filter(|l| existing.contains(l.id())).count() as u64);
         let columns: Vec<&str> = crate::store::bulk::columns(rt).collect();
-        let one = format!("({})", vec!["?"; columns.len()].join(", "));
         let sql = format!(
-            "INSERT INTO {} ({}) VALUES {} ON CONFLICT (id) DO UPDATE SET {}",
-            rt.table,
-            columns.join(", "),
-            vec![one; batch.len()].join(", "),
+            "{} ON CONFLICT (id) DO UPDATE SET {}",
+            crate::store::dialect::insert_rows(rt.table, &columns, batch.len()),
             columns[1..].iter().map(|c| format!("{c} = excluded.{c}")).collect::<Vec<_>>().join(", ")
         );
         let rows: Vec<Value> = batch.into_iter().flat_map(|l| l.row).collect();

@@ -13,10 +13,9 @@ use serde_json::{json, Map, Value};
 use self::params::{collection_params, id_param, single_params};
 use self::schemas::{add_schemas, error_schema, page_meta_schema, schema_ref};
 
+use crate::http::JSONAPI;
 use crate::jsonapi::body::singular;
 use crate::resources::{Relationship, ResourceType, TYPES};
-
-use crate::http::JSONAPI;
 
 /// The statuses each kind of operation can answer with besides its success.
 const READ_ERRORS: &[u16] = &[400, 401, 404, 406, 500, 503];

@@ -128,9 +128,7 @@ impl<'t> Loader<'t> {
             return Ok(());
         }
         let cols: Vec<&str> = columns(rt).collect();
-        let one = format!("({})", vec!["?"; cols.len()].join(", "));
-        let sql =
-            format!("INSERT INTO {} ({}) VALUES {}", rt.table, cols.join(", "), vec![one; self.pending].join(", "));
+        let sql = super::dialect::insert_rows(rt.table, &cols, self.pending);
         self.tx.execute(&sql, &self.rows)?;
         if let Some(i) = TYPES.iter().position(|t| std::ptr::eq(*t, rt)) {
             self.counts.0[i] += self.pending as u64;

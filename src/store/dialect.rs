@@ -90,6 +90,13 @@ pub fn numbered(sql: &str) -> String {
     out
 }
 
+/// `INSERT INTO table (columns) VALUES (?, ...), ...` for `rows` rows: the same in both
+/// dialects.
+pub fn insert_rows(table: &str, columns: &[&str], rows: usize) -> String {
+    let row = format!("({})", vec!["?"; columns.len()].join(", "));
+    format!("INSERT INTO {table} ({}) VALUES {}", columns.join(", "), vec![row; rows].join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,14 +128,7 @@ pub fn create_batch(
         Err(e) if e.status == warp::http::StatusCode::NOT_FOUND => return Ok(None),
         Err(e) => return Err(e),
     }
-    let row = format!("({})", vec!["?"; columns.len()].join(", "));
-    let sql = format!(
-        "INSERT INTO {} ({}) VALUES {}{}",
-        rt.table,
-        columns.join(", "),
-        vec![row; items.len()].join(", "),
-        returning(rt)
-    );
+    let sql = format!("{}{}", super::dialect::insert_rows(rt.table, &columns, items.len()), returning(rt));
     let sel = Selection::whole(rt);
     let mut stored = std::collections::HashMap::with_capacity(items.len());
     tx.query(&sql, &values, &mut |row| {
