@@ -28,7 +28,7 @@ pub use self::open::create;
 use self::tx::SqliteTx;
 use super::tx::{guarded, Shared, Tx};
 use super::Bootstrap;
-use super::Options;
+use super::{Durability, Options};
 use crate::error::{Error, Result};
 
 const READERS: u32 = 8;
@@ -69,6 +69,18 @@ impl Sqlite {
             opts.path.clone()
         };
         let writer = open::open_writer(&target, opts)?;
+        // Full durability on a file: commits write the WAL without waiting for the disk, and
+        // the writer's flushing thread makes each group durable before answering it.
+        let wal = match opts.durability {
+            Durability::Full if opts.path != ":memory:" => {
+                let database = writer.path().unwrap_or(&opts.path).to_owned();
+                writer
+                    .pragma_update(None, "synchronous", "NORMAL")
+                    .map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
+                Some(writer::WalFile::of(&database))
+            }
+            _ => None,
+        };
         let busy = opts.busy_timeout;
         let manager = SqliteConnectionManager::file(&target)
             .with_flags(OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_READ_ONLY)
@@ -86,7 +98,7 @@ impl Sqlite {
         let writer_shared = shared.clone();
         let writer = std::thread::Builder::new()
             .name("coursed-writer".into())
-            .spawn(move || writer::write_loop(writer, &writer_shared, queue))
+            .spawn(move || writer::write_loop(writer, &writer_shared, queue, wal))
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
         Ok(Sqlite { pool: Some(pool), jobs: Some(jobs), writer: Some(writer), shared })
     }
