@@ -35,6 +35,53 @@ pub enum Command {
     /// Read a bundle into a database in one transaction: an empty one, or any with --merge.
     /// A bad line (its number and field are reported) leaves the database as it was.
     Import(ImportArgs),
+    /// Create, list and revoke the access tokens kept (hashed) in a database. Servers running
+    /// on it see every change at their next request.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it once on stdout (only a hash of it is kept).
+    Create(TokenCreateArgs),
+    /// Show every token: name, scope, creation, expiry and last use (never the token).
+    List(TokenListArgs),
+    /// Revoke a token: every server refuses it (401) from its next request on.
+    Revoke(TokenRevokeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenCreateArgs {
+    /// The database: a SQLite file (created if missing) or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// A unique name for the token (1 to 64 letters, digits, '.', '_', '-', '@'); logs name it.
+    #[arg(long)]
+    pub name: String,
+    /// read: GET and HEAD only (writes get 403); write: everything the API offers; admin:
+    /// write, and what will need more later.
+    #[arg(long, default_value = "write")]
+    pub scope: crate::tokens::Scope,
+    /// How long the token is valid, e.g. 90d, 12h, 30m (default: until revoked).
+    #[arg(long, value_parser = parse_duration)]
+    pub expires: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenListArgs {
+    /// The database: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenRevokeArgs {
+    /// The database: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The name of the token to revoke.
+    pub name: String,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -155,6 +202,16 @@ pub struct ServeArgs {
     /// File of accepted tokens: one per line, `#` starts a comment.
     #[arg(long, env = "COURSED_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
+
+    /// Failed authentications a client address may make in a burst; then it gets 429 with
+    /// Retry-After until its allowance refills (0: no throttling).
+    #[arg(long, env = "COURSED_AUTH_FAILURES", default_value_t = crate::tokens::throttle::DEFAULT_LIMIT)]
+    pub auth_failures: u32,
+
+    /// The time in which an address's allowance of failed authentications refills entirely
+    /// (the default 20 per 60s lets one failure again every 3 s).
+    #[arg(long, env = "COURSED_AUTH_WINDOW", default_value = "60s", value_parser = parse_duration)]
+    pub auth_window: std::time::Duration,
 
     /// Public origin for the links in responses, e.g. https://school.example (without /v1).
     /// Default: built from each request's Host header.

@@ -102,6 +102,30 @@ impl Error {
         .into()
     }
 
+    /// 403: a write with a token of scope `read`.
+    pub fn read_only(name: &str) -> Error {
+        Problem::new(
+            StatusCode::FORBIDDEN,
+            "read_only_token",
+            format!(
+                "The token {name:?} is read-only (scope read): it may GET and HEAD, not create, change or delete. \
+                 Use a token of scope write."
+            ),
+        )
+        .into()
+    }
+
+    /// 429: too many failed authentications from this address; retry after the time given.
+    pub fn throttled() -> Error {
+        Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_failed_authentications",
+            "Too many requests from this address carried a token that is not accepted; wait for the seconds that \
+             `Retry-After` gives, then send a valid token.",
+        )
+        .into()
+    }
+
     pub fn forbidden(pointer: impl Into<String>, detail: impl Into<String>) -> Error {
         Problem::new(StatusCode::FORBIDDEN, "forbidden", detail).at(pointer).into()
     }

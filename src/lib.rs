@@ -51,7 +51,7 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
     let mut bootstrap = None;
     if accepted.is_empty() {
         let b = db.bootstrap_token(&path).await?;
-        accepted = Tokens::new(b.tokens.clone());
+        accepted = Tokens::new(b.tokens.clone()).named(tokens::BOOTSTRAP);
         bootstrap = Some(b);
     }
 
@@ -62,7 +62,8 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
         body_limit: args.body_limit,
         require_if_match: args.require_if_match,
         web: Arc::new(web),
-        ..App::new(db, accepted)
+        auth: tokens::Auth::new(accepted, tokens::Throttle::new(args.auth_failures, args.auth_window)),
+        ..App::new(db, Tokens::new([]))
     };
     Ok((app, bootstrap))
 }
@@ -91,9 +92,9 @@ pub async fn serve(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: wait a little instead of spinning.
                     log::warn!("accept failed: {e}");
@@ -104,7 +105,8 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(warp::service(routes.clone()));
+        let service =
+            hyper_util::service::TowerToHyperService::new(http::with_peer(warp::service(routes.clone()), peer));
         let connection = Builder::new(TokioExecutor::new())
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();

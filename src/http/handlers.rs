@@ -21,10 +21,32 @@ use crate::jsonapi::{etag, Accepts, Base, Query};
 use crate::resources::ResourceType;
 use crate::store::select::{Record, Selection};
 use crate::store::{snapshot, write, Atomicity, Tx};
+use crate::tokens::Caller;
 
-/// Runs the handler of the chosen route; every outcome, a panic included, becomes a response.
+/// Runs the handler of the chosen route; every outcome, a panic included, becomes a response,
+/// which carries the [`Caller`] in its extensions.
+#[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
     headers: HeaderMap,
+    caller: Option<Caller>,
+    route: Route,
+    method: Method,
+    path: FullPath,
+    query: Option<String>,
+    body: BodyStream,
+    app: Arc<App>,
+) -> Response {
+    let mut response = answer(headers, caller.as_ref(), route, method, path, query, body, app).await;
+    if let Some(caller) = caller {
+        response.extensions_mut().insert(caller);
+    }
+    response
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn answer(
+    headers: HeaderMap,
+    caller: Option<&Caller>,
     route: Route,
     method: Method,
     path: FullPath,
@@ -38,6 +60,11 @@ pub async fn dispatch(
         }
         if !allow.allows(&method) {
             return error_reply(&Error::method_not_allowed(allow.methods));
+        }
+    }
+    if let Some(caller) = caller.filter(|c| !c.scope.writes()) {
+        if !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS) {
+            return error_reply(&Error::read_only(&caller.name));
         }
     }
     // A HEAD is answered as its GET; the body is dropped on the way out (see `super::web`).

@@ -19,6 +19,7 @@ mod reply;
 mod web;
 
 use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use warp::{Filter, Rejection};
 
 use crate::app::App;
 use crate::resources::{self, ResourceType};
+use crate::tokens::{Caller, Refusal};
 
 pub use operations::{ATOMIC, MAX_OPERATIONS};
 pub use reply::{error_reply, JSONAPI};
@@ -113,6 +115,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     let readyz = warp::path!("readyz").and(warp::method()).then(move |m| health::readyz(m, state.clone()));
     let api = warp::path("v1")
         .and(authorized(app.clone()))
+        .untuple_one()
         .and(route())
         .and(request())
         .and(warp::any().map(move || app.clone()))
@@ -121,25 +124,78 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     web::finish(all.recover(reply::rejection).unify(), web)
 }
 
+/// A request refused before routing: no token or a bad one (401), a throttled address (429),
+/// or a database that could not be asked (503).
 #[derive(Debug)]
-struct Unauthorized;
-impl warp::reject::Reject for Unauthorized {}
+struct Refused(Refusal);
+impl warp::reject::Reject for Refused {}
 
-/// Passes the request headers on when they carry an accepted bearer token, or when the
-/// request is an `OPTIONS`: preflights carry no token, so `OPTIONS` is answered before
-/// authentication (by [`handlers::dispatch`], from the path's shape alone: the shapes it
-/// confirms are those of the public OpenAPI document, and ids are not looked up).
-fn authorized(app: Arc<App>) -> impl Filter<Extract = (HeaderMap,), Error = Rejection> + Clone {
-    warp::method().and(warp::header::headers_cloned()).and_then(move |method: Method, headers: HeaderMap| {
-        let ok = method == Method::OPTIONS || app.tokens.accepts(headers.get(warp::http::header::AUTHORIZATION));
-        async move {
-            if ok {
-                Ok(headers)
+/// The address of the client, put into the extensions of each of its requests by the accept
+/// loop (see [`with_peer`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+/// Passes the request headers on, with the [`Caller`], when they carry an accepted bearer
+/// token, or when the request is an `OPTIONS`: preflights carry no token, so `OPTIONS` is
+/// answered before authentication (by [`handlers::dispatch`], from the path's shape alone: the
+/// shapes it confirms are those of the public OpenAPI document, and ids are not looked up).
+fn authorized(app: Arc<App>) -> impl Filter<Extract = ((HeaderMap, Option<Caller>),), Error = Rejection> + Clone {
+    let peer =
+        warp::ext::optional::<Peer>().map(|p: Option<Peer>| p.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0.ip()));
+    warp::method().and(warp::header::headers_cloned()).and(peer).and_then(
+        move |method: Method, headers: HeaderMap, peer: IpAddr| {
+            // Configured tokens are told in memory; only database tokens need the app here.
+            let known = if method == Method::OPTIONS {
+                Some(Ok(None))
             } else {
-                Err(warp::reject::custom(Unauthorized))
+                app.auth.check(headers.get(warp::http::header::AUTHORIZATION), peer).map(|r| r.map(Some))
+            };
+            let app = known.is_none().then(|| app.clone());
+            async move {
+                let outcome = match (known, app) {
+                    (Some(known), _) => known,
+                    (None, Some(app)) => {
+                        app.auth.database(&app.db, headers.get(warp::http::header::AUTHORIZATION), peer).await.map(Some)
+                    }
+                    (None, None) => Err(Refusal::Unauthorized),
+                };
+                match outcome {
+                    Ok(caller) => Ok((headers, caller)),
+                    Err(refusal) => Err(warp::reject::custom(Refused(refusal))),
+                }
             }
-        }
-    })
+        },
+    )
+}
+
+/// `service` with the peer address `addr` put into the extensions of every request.
+pub fn with_peer<S>(service: S, addr: SocketAddr) -> WithPeer<S> {
+    WithPeer { inner: service, peer: Peer(addr) }
+}
+
+/// See [`with_peer`].
+#[derive(Clone)]
+pub struct WithPeer<S> {
+    inner: S,
+    peer: Peer,
+}
+
+impl<S, B> tower_service::Service<warp::http::Request<B>> for WithPeer<S>
+where
+    S: tower_service::Service<warp::http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: warp::http::Request<B>) -> S::Future {
+        req.extensions_mut().insert(self.peer);
+        self.inner.call(req)
+    }
 }
 
 /// A resource type named by a path segment; any other segment is no route.
