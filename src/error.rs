@@ -86,6 +86,13 @@ impl Error {
         Problem::new(StatusCode::NOT_FOUND, "not_found", detail).into()
     }
 
+    /// 404: a path the API does not serve.
+    pub fn no_route() -> Error {
+        Error::not_found(
+            "No such path. The API serves /v1/modules, /v1/subjects and /v1/chapters, their members and relationships.",
+        )
+    }
+
     pub fn method_not_allowed(allow: &'static str) -> Error {
         let detail = format!("This endpoint accepts only these methods: {allow}.");
         let mut e: Error = Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", detail).into();

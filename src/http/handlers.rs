@@ -29,47 +29,41 @@ use crate::tokens::Caller;
 pub async fn dispatch(
     headers: HeaderMap,
     caller: Option<Caller>,
-    route: Route,
+    route: Option<Route>,
     method: Method,
     path: FullPath,
     query: Option<String>,
     body: BodyStream,
     app: Arc<App>,
 ) -> Response {
-    let mut response = answer(headers, caller.as_ref(), route, method, path, query, body, app).await;
+    let mut response = match route {
+        Some(route) => answer(caller.as_ref(), route, Req { method, path, query, headers, body }, app).await,
+        None => error_reply(&Error::no_route()),
+    };
     if let Some(caller) = caller {
         response.extensions_mut().insert(caller);
     }
     response
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn answer(
-    headers: HeaderMap,
-    caller: Option<&Caller>,
-    route: Route,
-    method: Method,
-    path: FullPath,
-    query: Option<String>,
-    body: BodyStream,
-    app: Arc<App>,
-) -> Response {
+async fn answer(caller: Option<&Caller>, route: Route, mut req: Req, app: Arc<App>) -> Response {
     if let Some(allow) = route.allow() {
-        if method == Method::OPTIONS {
+        if req.method == Method::OPTIONS {
             return options(allow);
         }
-        if !allow.allows(&method) {
+        if !allow.allows(&req.method) {
             return error_reply(&Error::method_not_allowed(allow.methods));
         }
     }
     if let Some(caller) = caller.filter(|c| !c.scope.writes()) {
-        if !matches!(method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        if !matches!(req.method, Method::GET | Method::HEAD | Method::OPTIONS) {
             return error_reply(&Error::read_only(&caller.name));
         }
     }
     // A HEAD is answered as its GET; the body is dropped on the way out (see `super::web`).
-    let method = if method == Method::HEAD { Method::GET } else { method };
-    let req = Req { method, path, query, headers, body };
+    if req.method == Method::HEAD {
+        req.method = Method::GET;
+    }
     let work = async move {
         match route {
             Route::Collection(rt) => collection(&app, rt, req).await,

@@ -116,7 +116,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     let api = warp::path("v1")
         .and(authorized(app.clone()))
         .untuple_one()
-        .and(route())
+        .and(route().map(Some).or(warp::any().map(|| None)).unify())
         .and(request())
         .and(warp::any().map(move || app.clone()))
         .then(handlers::dispatch);

@@ -81,9 +81,7 @@ pub async fn rejection(r: Rejection) -> Result<Response, Infallible> {
             }
         }
     } else if r.is_not_found() {
-        Error::not_found(
-            "No such path. The API serves /v1/modules, /v1/subjects and /v1/chapters, their members and relationships.",
-        )
+        Error::no_route()
     } else {
         Error::internal(format!("unhandled rejection: {r:?}"))
     };

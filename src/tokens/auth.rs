@@ -100,19 +100,6 @@ impl Auth {
         outcome
     }
 
-    /// [`Auth::check`], then [`Auth::database`] when needed.
-    pub async fn authenticate(
-        &self,
-        db: &Db,
-        authorization: Option<&HeaderValue>,
-        peer: IpAddr,
-    ) -> Result<Caller, Refusal> {
-        match self.check(authorization, peer) {
-            Some(done) => done,
-            None => self.database(db, authorization, peer).await,
-        }
-    }
-
     async fn database_token(&self, db: &Db, token: &[u8]) -> Result<Caller, Refusal> {
         let Some(Presented { id, secret }) = secret::parse(token) else { return Err(Refusal::Unauthorized) };
         let key = id.to_owned();
