@@ -323,3 +323,23 @@ fn a_token_command_on_a_missing_database_or_memory_fails_clearly() {
     let (ok, _, err) = coursed_token(":memory:", &["create", "--name", "x"]);
     assert!(!ok && err.contains(":memory:"), "{err}");
 }
+
+#[test]
+fn the_openapi_document_gives_every_write_a_read_only_403_and_every_authenticated_operation_a_429() {
+    let doc = coursed::openapi::document();
+    let mut writes = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let responses = op["responses"].as_object().unwrap();
+            if ["post", "patch", "delete"].contains(&method.as_str()) {
+                writes += 1;
+                assert!(responses.contains_key("403"), "{method} {path} documents no 403");
+            }
+            assert_eq!(responses.contains_key("401"), responses.contains_key("429"), "{method} {path}");
+        }
+    }
+    assert!(writes >= 18, "{writes}");
+    let forbidden = doc["components"]["responses"]["403"]["description"].as_str().unwrap();
+    assert!(forbidden.contains("read-only") && forbidden.contains("read_only_token"), "{forbidden}");
+    assert!(doc["components"]["responses"]["429"]["headers"]["Retry-After"].is_object());
+}
