@@ -117,3 +117,18 @@ pub fn touch(tx: &mut dyn Tx, id: &str, now: i64, granularity_ms: i64) -> Result
     )
     .map(drop)
 }
+
+/// Copies every token row of `from` into `to` (whose table is empty): a backup of a PostgreSQL
+/// database carries its tokens, as a SQLite file's copy does.
+pub fn copy_all(from: &mut dyn Tx, to: &mut dyn Tx) -> Result<u64, DbError> {
+    const COLUMNS: &str = "id, name, scope, salt, hash, iterations, created_at, expires_at, last_used_at";
+    let mut rows = Vec::new();
+    from.query(&format!("SELECT {COLUMNS} FROM coursed_tokens ORDER BY id"), &[], &mut |r| {
+        rows.push((0..9).map(|i| r.cell(i).to_value()).collect::<Vec<_>>())
+    })?;
+    let insert = format!("INSERT INTO coursed_tokens ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    for row in &rows {
+        to.execute(&insert, row)?;
+    }
+    Ok(rows.len() as u64)
+}

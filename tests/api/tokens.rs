@@ -343,3 +343,21 @@ fn the_openapi_document_gives_every_write_a_read_only_403_and_every_authenticate
     assert!(forbidden.contains("read-only") && forbidden.contains("read_only_token"), "{forbidden}");
     assert!(doc["components"]["responses"]["429"]["headers"]["Retry-After"].is_object());
 }
+
+on_both!(tokens_survive_a_backup_and_its_restore);
+async fn tokens_survive_a_backup_and_its_restore() {
+    let t = TestApp::new().await;
+    let token = create(&t.database, "teacher", "read");
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("backup.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_coursed"))
+        .args(["backup", "--database", &t.database, "--output", output.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let restored = TestApp::open(crate::helpers::Engine::Sqlite, output.to_str().unwrap()).await.unwrap();
+    let r = restored.send(as_token(&restored, &token, "GET", "/v1/modules", HOME)).await;
+    r.assert_status(200);
+    let r = restored.send(as_token(&restored, &token, "POST", "/v1/modules", HOME).body("{}")).await;
+    r.assert_problem(403);
+}
