@@ -213,6 +213,12 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_AUTH_WINDOW", default_value = "60s", value_parser = parse_duration)]
     pub auth_window: std::time::Duration,
 
+    /// The address of a proxy in front (a load balancer) whose X-Forwarded-For names the
+    /// client: failed authentications then count against the address it appended, not the
+    /// proxy's. Repeat the flag for several; the variable takes a comma-separated list.
+    #[arg(long = "trusted-proxy", env = "COURSED_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+
     /// Public origin for the links in responses, e.g. https://school.example (without /v1).
     /// Default: built from each request's Host header.
     #[arg(long, env = "COURSED_PUBLIC_URL")]

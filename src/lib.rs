@@ -57,12 +57,14 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
 
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
     let web = http::Web::new(&args.cors_origins, args.compression == cli::Switch::On)?;
+    let mut auth = tokens::Auth::new(accepted, tokens::Throttle::new(args.auth_failures, args.auth_window));
+    auth.trusted_proxies = args.trusted_proxies.clone();
     let app = App {
         public_url,
         body_limit: args.body_limit,
         require_if_match: args.require_if_match,
         web: Arc::new(web),
-        auth: tokens::Auth::new(accepted, tokens::Throttle::new(args.auth_failures, args.auth_window)),
+        auth,
         ..App::new(db, Tokens::new([]))
     };
     Ok((app, bootstrap))

@@ -144,6 +144,7 @@ fn authorized(app: Arc<App>) -> impl Filter<Extract = ((HeaderMap, Option<Caller
         warp::ext::optional::<Peer>().map(|p: Option<Peer>| p.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0.ip()));
     warp::method().and(warp::header::headers_cloned()).and(peer).and_then(
         move |method: Method, headers: HeaderMap, peer: IpAddr| {
+            let peer = app.auth.client(peer, &headers);
             // Configured tokens are told in memory; only database tokens need the app here.
             let known = if method == Method::OPTIONS {
                 Some(Ok(None))

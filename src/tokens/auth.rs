@@ -43,6 +43,8 @@ pub enum Refusal {
 pub struct Auth {
     configured: Tokens,
     pub throttle: Throttle,
+    /// Proxies whose `X-Forwarded-For` names the client (see [`super::throttle::client_address`]).
+    pub trusted_proxies: Vec<IpAddr>,
     verified: Mutex<HashMap<[u8; 32], Verified>>,
     hashing: Semaphore,
 }
@@ -57,12 +59,27 @@ struct Verified {
 
 impl Auth {
     pub fn new(configured: Tokens, throttle: Throttle) -> Auth {
-        Auth { configured, throttle, verified: Mutex::default(), hashing: Semaphore::new(CONCURRENT_HASHES) }
+        Auth {
+            configured,
+            throttle,
+            trusted_proxies: Vec::new(),
+            verified: Mutex::default(),
+            hashing: Semaphore::new(CONCURRENT_HASHES),
+        }
     }
 
     /// The configured tokens (from the flags, or generated at first start).
     pub fn configured(&self) -> &Tokens {
         &self.configured
+    }
+
+    /// The address failures of a request from `peer` count against.
+    pub fn client(&self, peer: IpAddr, headers: &warp::http::HeaderMap) -> IpAddr {
+        if self.trusted_proxies.is_empty() {
+            return peer;
+        }
+        let forwarded = headers.get("x-forwarded-for").map(HeaderValue::as_bytes);
+        super::throttle::client_address(peer, forwarded, &self.trusted_proxies)
     }
 
     /// Who sends `authorization` from `peer`, when that can be told without the database

@@ -361,3 +361,27 @@ async fn tokens_survive_a_backup_and_its_restore() {
     let r = restored.send(as_token(&restored, &token, "POST", "/v1/modules", HOME).body("{}")).await;
     r.assert_problem(403);
 }
+
+on_both!(behind_a_trusted_proxy_failures_count_against_the_forwarded_client);
+async fn behind_a_trusted_proxy_failures_count_against_the_forwarded_client() {
+    let t = TestApp::new().await.configured(|app| {
+        app.auth.throttle = Throttle::new(2, std::time::Duration::from_secs(60));
+        app.auth.trusted_proxies = vec!["10.0.0.1".parse().unwrap()];
+    });
+    let via_proxy = |token: &str, client: &str| {
+        as_token(&t, token, "GET", "/v1/modules", "10.0.0.1:3000").header("x-forwarded-for", client)
+    };
+    for _ in 0..2 {
+        t.send(via_proxy("guess", "192.0.2.7")).await.assert_problem(401);
+    }
+    t.send(via_proxy(TOKEN, "192.0.2.7")).await.assert_problem(429);
+    // Other clients behind the same proxy are served, and so is the proxy itself.
+    t.send(via_proxy(TOKEN, "spoofed, 198.51.100.3")).await.assert_status(200);
+    t.send(as_token(&t, TOKEN, "GET", "/v1/modules", "10.0.0.1:3000")).await.assert_status(200);
+    // A peer that is not a trusted proxy cannot name another client.
+    let direct = |token: &str| as_token(&t, token, "GET", "/v1/modules", HOME).header("x-forwarded-for", "203.0.113.9");
+    for _ in 0..2 {
+        t.send(direct("guess")).await.assert_problem(401);
+    }
+    t.send(direct(TOKEN)).await.assert_problem(429);
+}
