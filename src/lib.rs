@@ -107,12 +107,11 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service =
-            hyper_util::service::TowerToHyperService::new(http::with_peer(warp::service(routes.clone()), peer));
+        let service = hyper_util::service::TowerToHyperService::new(warp::service(routes.clone()));
         let connection = Builder::new(TokioExecutor::new())
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
-        let connection = graceful.watch(connection);
+        let connection = http::with_peer(peer, graceful.watch(connection));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 log::debug!("connection ended: {e}");

@@ -25,6 +25,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
+use futures_util::future::Either;
 use futures_util::{Stream, TryStreamExt};
 use warp::http::{HeaderMap, Method};
 use warp::path::FullPath;
@@ -130,8 +131,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
 struct Refused(Refusal);
 impl warp::reject::Reject for Refused {}
 
-/// The address of the client, put into the extensions of each of its requests by the accept
-/// loop (see [`with_peer`]).
+/// The address of the client, when a request carries it in its extensions (as tests do); the
+/// accept loop makes it known through [`with_peer`] instead.
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub SocketAddr);
 
@@ -140,63 +141,54 @@ pub struct Peer(pub SocketAddr);
 /// answered before authentication (by [`handlers::dispatch`], from the path's shape alone: the
 /// shapes it confirms are those of the public OpenAPI document, and ids are not looked up).
 fn authorized(app: Arc<App>) -> impl Filter<Extract = ((HeaderMap, Option<Caller>),), Error = Rejection> + Clone {
-    let peer =
-        warp::ext::optional::<Peer>().map(|p: Option<Peer>| p.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |p| p.0.ip()));
+    let peer = warp::ext::optional::<Peer>().map(|p: Option<Peer>| {
+        let addr = PEER.try_with(|a| *a).ok().or(p.map(|p| p.0));
+        addr.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip())
+    });
     warp::method().and(warp::header::headers_cloned()).and(peer).and_then(
         move |method: Method, headers: HeaderMap, peer: IpAddr| {
             let peer = app.auth.client(peer, &headers);
-            // Configured tokens are told in memory; only database tokens need the app here.
             let known = if method == Method::OPTIONS {
                 Some(Ok(None))
             } else {
                 app.auth.check(headers.get(warp::http::header::AUTHORIZATION), peer).map(|r| r.map(Some))
             };
-            let app = known.is_none().then(|| app.clone());
-            async move {
-                let outcome = match (known, app) {
-                    (Some(known), _) => known,
-                    (None, Some(app)) => {
-                        app.auth.database(&app.db, headers.get(warp::http::header::AUTHORIZATION), peer).await.map(Some)
-                    }
-                    (None, None) => Err(Refusal::Unauthorized),
-                };
-                match outcome {
-                    Ok(caller) => Ok((headers, caller)),
-                    Err(refusal) => Err(warp::reject::custom(Refused(refusal))),
+            // Configured tokens are told in memory, without a future of their own; only
+            // database tokens wait.
+            match known {
+                Some(outcome) => Either::Left(std::future::ready(authorized_as(headers, outcome))),
+                None => {
+                    let app = app.clone();
+                    Either::Right(Box::pin(async move {
+                        let authorization = headers.get(warp::http::header::AUTHORIZATION);
+                        let outcome = app.auth.database(&app.db, authorization, peer).await.map(Some);
+                        authorized_as(headers, outcome)
+                    }))
                 }
             }
         },
     )
 }
 
-/// `service` with the peer address `addr` put into the extensions of every request.
-pub fn with_peer<S>(service: S, addr: SocketAddr) -> WithPeer<S> {
-    WithPeer { inner: service, peer: Peer(addr) }
+type Authorized = Result<(HeaderMap, Option<Caller>), Rejection>;
+
+fn authorized_as(headers: HeaderMap, outcome: Result<Option<Caller>, Refusal>) -> Authorized {
+    outcome.map(|caller| (headers, caller)).map_err(|refusal| warp::reject::custom(Refused(refusal)))
 }
 
-/// See [`with_peer`].
-#[derive(Clone)]
-pub struct WithPeer<S> {
-    inner: S,
-    peer: Peer,
+tokio::task_local! {
+    /// The peer address of the connection whose requests the current task serves.
+    static PEER: SocketAddr;
 }
 
-impl<S, B> tower_service::Service<warp::http::Request<B>> for WithPeer<S>
-where
-    S: tower_service::Service<warp::http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut req: warp::http::Request<B>) -> S::Future {
-        req.extensions_mut().insert(self.peer);
-        self.inner.call(req)
-    }
+/// Runs `connection` (one client's connection, polled by one task) with its peer address
+/// `addr` known to every request it serves. A task-local costs a request nothing, where a
+/// request extension would cost it a map of its own.
+pub fn with_peer<F: std::future::Future>(
+    addr: SocketAddr,
+    connection: F,
+) -> impl std::future::Future<Output = F::Output> {
+    PEER.scope(addr, connection)
 }
 
 /// A resource type named by a path segment; any other segment is no route.

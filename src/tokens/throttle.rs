@@ -27,7 +27,7 @@ pub struct Throttle {
     rate: f64,
     buckets: Mutex<HashMap<IpAddr, Bucket>>,
     /// Until when (milliseconds since `epoch`) some address may be throttled: past it, no
-    /// request needs the lock.
+    /// request needs the lock; 0 when none has been since (no request needs the clock either).
     any_until: AtomicU64,
     epoch: Instant,
 }
@@ -54,8 +54,13 @@ impl Throttle {
 
     /// `Some(seconds to wait)` while `addr` may not try again.
     pub fn blocked(&self, addr: IpAddr) -> Option<u64> {
+        let until = self.any_until.load(Ordering::Relaxed);
+        if until == 0 {
+            return None;
+        }
         let now = Instant::now();
-        if self.since_epoch(now) >= self.any_until.load(Ordering::Relaxed) {
+        if self.since_epoch(now) >= until {
+            let _ = self.any_until.compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed);
             return None;
         }
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());

@@ -311,6 +311,28 @@ fn the_real_server_throttles_by_peer_address_and_sees_revocations_at_once() {
     let (status, body) = server.call("GET", "/v1/modules", "tok", None);
     assert_eq!(status, 429, "throttled, good token or not: {body}");
     assert_eq!(body["errors"][0]["code"], "too_many_failed_authentications");
+    // The same server, from another loopback address: served.
+    assert_eq!(get_from("127.0.0.2", &server.addr, "tok"), 200);
+    assert_eq!(get_from("127.0.0.1", &server.addr, "tok"), 429);
+}
+
+/// The status of `GET /v1/modules` with `token`, sent to `addr` from the local address `source`.
+fn get_from(source: &str, addr: &str, token: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{source}:0").parse().unwrap()).unwrap();
+        let mut stream = socket.connect(addr.parse().unwrap()).await.unwrap();
+        let request = format!(
+            "GET /v1/modules HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).await.unwrap();
+        let head = String::from_utf8_lossy(&response);
+        head.split(' ').nth(1).and_then(|s| s.parse().ok()).expect("a status line")
+    })
 }
 
 #[test]
