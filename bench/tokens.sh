@@ -42,7 +42,7 @@ for round in $(seq 1 "$rounds"); do
   for kind in configured database; do
     token=bench-token
     [ "$kind" = database ] && token=$db_token
-    line=$(BENCH_DATA="$work" BENCH_TOKEN="$token" wrk -t2 -c16 -d"${secs}s" -s bench/load/w1_get_subject.lua "$url/v1" |
+    line=$(BENCH_DATA="$work" BENCH_TOKEN="$token" wrk -t2 -c16 -d"${secs}s" -s bench/load/w1_get_subject.lua "$url" |
       grep -E '^Requests/sec|^RESULT' | tr '\n' ' ')
     echo "round $round, $kind token: $line"
   done

@@ -285,13 +285,30 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
     let n: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration like 30s, 5m or 1h"))?;
-    let secs = match unit {
+    let unit_secs = match unit {
         "ms" => return Ok(std::time::Duration::from_millis(n)),
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
         _ => return Err(format!("{s:?}: the unit must be ms, s, m, h or d")),
     };
+    let secs = n.checked_mul(unit_secs).ok_or_else(|| format!("{s:?} is too long a duration"))?;
     Ok(std::time::Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_parse_with_units_and_refuse_overflow() {
+        assert_eq!(parse_duration("90d"), Ok(Duration::from_secs(90 * 86_400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_duration("3w").unwrap_err().contains("unit"));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("99999999999999999d").unwrap_err().contains("too long"));
+    }
 }
