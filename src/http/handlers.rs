@@ -54,10 +54,12 @@ async fn answer(caller: Option<&Caller>, route: Route, mut req: Req, app: Arc<Ap
         if !allow.allows(&req.method) {
             return error_reply(&Error::method_not_allowed(allow.methods));
         }
-    }
-    if let Some(caller) = caller.filter(|c| !c.scope.writes()) {
-        if !matches!(req.method, Method::GET | Method::HEAD | Method::OPTIONS) {
-            return error_reply(&Error::read_only(&caller.name));
+        // A write the path answers, with a read-only token (a path that names nothing is a
+        // 404 for every token, below).
+        if let Some(caller) = caller.filter(|c| !c.scope.writes()) {
+            if !matches!(req.method, Method::GET | Method::HEAD) {
+                return error_reply(&Error::read_only(&caller.name));
+            }
         }
     }
     // A HEAD is answered as its GET; the body is dropped on the way out (see `super::web`).

@@ -173,6 +173,11 @@ async fn a_read_token_gets_403_on_every_kind_of_write_and_changes_nothing() {
         assert_eq!(r.error()["code"], "read_only_token", "{method} {path}: {}", r.body);
         assert!(r.error()["detail"].as_str().unwrap().contains("read-only"), "{}", r.body);
     }
+    // A path that names nothing is a 404 whatever the token; a method it does not answer a 405.
+    t.send(as_token(&t, &reader, "POST", &format!("/v1/subjects/{s}/relationships/teacher"), HOME).body("{}"))
+        .await
+        .assert_problem(404);
+    t.send(as_token(&t, &reader, "DELETE", "/v1/subjects", HOME)).await.assert_problem(405);
     // Nothing changed, and reads are served.
     let r = t.send(as_token(&t, &reader, "GET", &format!("/v1/subjects/{s}?include=module,chapters"), HOME)).await;
     r.assert_status(200);
