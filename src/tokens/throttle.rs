@@ -54,11 +54,17 @@ impl Throttle {
 
     /// `Some(seconds to wait)` while `addr` may not try again.
     pub fn blocked(&self, addr: IpAddr) -> Option<u64> {
+        if self.any_until.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        self.blocked_at(addr, Instant::now())
+    }
+
+    fn blocked_at(&self, addr: IpAddr, now: Instant) -> Option<u64> {
         let until = self.any_until.load(Ordering::Relaxed);
         if until == 0 {
             return None;
         }
-        let now = Instant::now();
         if self.since_epoch(now) >= until {
             let _ = self.any_until.compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed);
             return None;
@@ -66,15 +72,19 @@ impl Throttle {
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         let b = buckets.get_mut(&key(addr))?;
         self.refill(b, now);
-        (b.left < 1.0).then(|| ((1.0 - b.left) / self.rate).ceil().max(1.0) as u64)
+        // Whole seconds, rounded up, of a wait counted in whole milliseconds.
+        (b.left < 1.0).then(|| (((1.0 - b.left) / self.rate * 1000.0).round() as u64).div_ceil(1000).max(1))
     }
 
     /// Counts a failure of `addr`.
     pub fn failed(&self, addr: IpAddr) {
+        self.failed_at(addr, Instant::now());
+    }
+
+    fn failed_at(&self, addr: IpAddr, now: Instant) {
         if self.limit == 0.0 {
             return;
         }
-        let now = Instant::now();
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         if buckets.len() >= MAX_ADDRESSES {
             buckets.retain(|_, b| {
@@ -148,13 +158,18 @@ mod tests {
 
     #[test]
     fn the_allowance_refills_with_time() {
-        let t = Throttle::new(2, Duration::from_millis(20));
+        let t = Throttle::new(2, Duration::from_secs(60));
         let a: IpAddr = "10.0.0.1".parse().unwrap();
-        t.failed(a);
-        t.failed(a);
-        assert!(t.blocked(a).is_some());
-        std::thread::sleep(Duration::from_millis(15));
-        assert_eq!(t.blocked(a), None);
+        let start = Instant::now();
+        t.failed_at(a, start);
+        t.failed_at(a, start);
+        assert_eq!(t.blocked_at(a, start), Some(30), "one failure refills in 60/2 s");
+        assert_eq!(t.blocked_at(a, start + Duration::from_secs(20)), Some(10));
+        assert_eq!(t.blocked_at(a, start + Duration::from_secs(30)), None);
+        // One failure allowed again, and the next throttles anew.
+        t.failed_at(a, start + Duration::from_secs(30));
+        assert_eq!(t.blocked_at(a, start + Duration::from_secs(31)), Some(29));
+        assert_eq!(t.blocked_at(a, start + Duration::from_secs(120)), None);
     }
 
     #[test]
