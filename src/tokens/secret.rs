@@ -17,7 +17,7 @@ const SECRET_BYTES: usize = 32;
 const SALT_BYTES: usize = 16;
 const HASH_BYTES: usize = 32;
 /// PBKDF2 iterations of a new token (kept in its row, so that it can be raised later without
-/// invalidating older tokens). About 40 ms of one core per verification in a release build,
+/// invalidating older tokens). About 16 ms of one core per verification in a release build,
 /// paid once per token and process (see [`super::auth`]); the secrets are random, so this
 /// guards a stolen table rather than weak secrets.
 pub const ITERATIONS: u32 = 100_000;
