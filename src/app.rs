@@ -8,14 +8,15 @@ use crate::error::{Error, Problem};
 use crate::http::Web;
 use crate::jsonapi::Base;
 use crate::store::Db;
-use crate::tokens::Tokens;
+use crate::tokens::{throttle, Auth, Throttle, Tokens};
 
 /// Request bodies larger than this are refused with 413.
 pub const DEFAULT_BODY_LIMIT: usize = 2 << 20;
 
 pub struct App {
     pub db: Db,
-    pub tokens: Tokens,
+    /// Who may call: configured tokens, tokens in the database, throttling of failures.
+    pub auth: Auth,
     /// Links are built from this origin when set, else from the request's `Host`.
     pub public_url: Option<Base>,
     pub body_limit: usize,
@@ -26,11 +27,12 @@ pub struct App {
 }
 
 impl App {
-    /// An app over `db` accepting `tokens`, with every other setting at its default.
+    /// An app over `db` accepting `tokens` (and those of the database), with every other
+    /// setting at its default.
     pub fn new(db: Db, tokens: Tokens) -> App {
         App {
             db,
-            tokens,
+            auth: Auth::new(tokens, Throttle::new(throttle::DEFAULT_LIMIT, throttle::DEFAULT_WINDOW)),
             public_url: None,
             body_limit: DEFAULT_BODY_LIMIT,
             require_if_match: false,

@@ -35,6 +35,53 @@ pub enum Command {
     /// Read a bundle into a database in one transaction: an empty one, or any with --merge.
     /// A bad line (its number and field are reported) leaves the database as it was.
     Import(ImportArgs),
+    /// Create, list and revoke the access tokens kept (hashed) in a database. Servers running
+    /// on it see every change at their next request.
+    #[command(subcommand)]
+    Token(TokenCommand),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it once on stdout (only a hash of it is kept).
+    Create(TokenCreateArgs),
+    /// Show every token: name, scope, creation, expiry and last use (never the token).
+    List(TokenListArgs),
+    /// Revoke a token: every server refuses it (401) from its next request on.
+    Revoke(TokenRevokeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenCreateArgs {
+    /// The database: a SQLite file (created if missing) or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// A unique name for the token (1 to 64 letters, digits, '.', '_', '-', '@'); logs name it.
+    #[arg(long)]
+    pub name: String,
+    /// read: GET and HEAD only (writes get 403); write: everything the API offers; admin:
+    /// write, and what will need more later.
+    #[arg(long, default_value = "write")]
+    pub scope: crate::tokens::Scope,
+    /// How long the token is valid, e.g. 90d, 12h, 30m (default: until revoked).
+    #[arg(long, value_parser = parse_duration)]
+    pub expires: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenListArgs {
+    /// The database: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenRevokeArgs {
+    /// The database: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The name of the token to revoke.
+    pub name: String,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -156,6 +203,22 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
 
+    /// Failed authentications a client address may make in a burst; then it gets 429 with
+    /// Retry-After until its allowance refills (0: no throttling).
+    #[arg(long, env = "COURSED_AUTH_FAILURES", default_value_t = crate::tokens::throttle::DEFAULT_LIMIT)]
+    pub auth_failures: u32,
+
+    /// The time in which an address's allowance of failed authentications refills entirely
+    /// (the default 20 per 60s lets one failure again every 3 s).
+    #[arg(long, env = "COURSED_AUTH_WINDOW", default_value = "60s", value_parser = parse_duration)]
+    pub auth_window: std::time::Duration,
+
+    /// The address of a proxy in front (a load balancer) whose X-Forwarded-For names the
+    /// client: failed authentications then count against the address it appended, not the
+    /// proxy's. Repeat the flag for several; the variable takes a comma-separated list.
+    #[arg(long = "trusted-proxy", env = "COURSED_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
+
     /// Public origin for the links in responses, e.g. https://school.example (without /v1).
     /// Default: built from each request's Host header.
     #[arg(long, env = "COURSED_PUBLIC_URL")]
@@ -222,13 +285,30 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
     let n: u64 = number.parse().map_err(|_| format!("{s:?} is not a duration like 30s, 5m or 1h"))?;
-    let secs = match unit {
+    let unit_secs = match unit {
         "ms" => return Ok(std::time::Duration::from_millis(n)),
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86_400,
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
         _ => return Err(format!("{s:?}: the unit must be ms, s, m, h or d")),
     };
+    let secs = n.checked_mul(unit_secs).ok_or_else(|| format!("{s:?} is too long a duration"))?;
     Ok(std::time::Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_parse_with_units_and_refuse_overflow() {
+        assert_eq!(parse_duration("90d"), Ok(Duration::from_secs(90 * 86_400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_duration("3w").unwrap_err().contains("unit"));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("99999999999999999d").unwrap_err().contains("too long"));
+    }
 }

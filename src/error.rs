@@ -86,6 +86,13 @@ impl Error {
         Problem::new(StatusCode::NOT_FOUND, "not_found", detail).into()
     }
 
+    /// 404: a path the API does not serve.
+    pub fn no_route() -> Error {
+        Error::not_found(
+            "No such path. The API serves /v1/modules, /v1/subjects and /v1/chapters, their members and relationships.",
+        )
+    }
+
     pub fn method_not_allowed(allow: &'static str) -> Error {
         let detail = format!("This endpoint accepts only these methods: {allow}.");
         let mut e: Error = Problem::new(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", detail).into();
@@ -98,6 +105,30 @@ impl Error {
             StatusCode::UNAUTHORIZED,
             "unauthorized",
             "Send a valid token in the header `Authorization: Bearer <token>`.",
+        )
+        .into()
+    }
+
+    /// 403: a write with a token of scope `read`.
+    pub fn read_only(name: &str) -> Error {
+        Problem::new(
+            StatusCode::FORBIDDEN,
+            "read_only_token",
+            format!(
+                "The token {name:?} is read-only (scope read): it may GET and HEAD, not create, change or delete. \
+                 Use a token of scope write."
+            ),
+        )
+        .into()
+    }
+
+    /// 429: too many failed authentications from this address; retry after the time given.
+    pub fn throttled() -> Error {
+        Problem::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_failed_authentications",
+            "Too many requests from this address carried a token that is not accepted; wait for the seconds that \
+             `Retry-After` gives, then send a valid token.",
         )
         .into()
     }

@@ -51,18 +51,21 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
     let mut bootstrap = None;
     if accepted.is_empty() {
         let b = db.bootstrap_token(&path).await?;
-        accepted = Tokens::new(b.tokens.clone());
+        accepted = Tokens::new(b.tokens.clone()).named(tokens::BOOTSTRAP);
         bootstrap = Some(b);
     }
 
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
     let web = http::Web::new(&args.cors_origins, args.compression == cli::Switch::On)?;
+    let mut auth = tokens::Auth::new(accepted, tokens::Throttle::new(args.auth_failures, args.auth_window));
+    auth.trusted_proxies = args.trusted_proxies.clone();
     let app = App {
         public_url,
         body_limit: args.body_limit,
         require_if_match: args.require_if_match,
         web: Arc::new(web),
-        ..App::new(db, accepted)
+        auth,
+        ..App::new(db, Tokens::new([]))
     };
     Ok((app, bootstrap))
 }
@@ -91,9 +94,9 @@ pub async fn serve(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: wait a little instead of spinning.
                     log::warn!("accept failed: {e}");
@@ -108,7 +111,7 @@ pub async fn serve(
         let connection = Builder::new(TokioExecutor::new())
             .serve_connection_with_upgrades(TokioIo::new(stream), service)
             .into_owned();
-        let connection = graceful.watch(connection);
+        let connection = http::with_peer(peer, graceful.watch(connection));
         tokio::spawn(async move {
             if let Err(e) = connection.await {
                 log::debug!("connection ended: {e}");

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use coursed::cli::{Cli, Command, ServeArgs};
+use coursed::cli::{Cli, Command, ServeArgs, TokenCommand};
 use coursed::dataset;
 
 fn main() -> ExitCode {
@@ -51,6 +51,7 @@ fn main() -> ExitCode {
                 Err(e) => fail(&e),
             };
         }
+        Command::Token(t) => return token(t),
         Command::Import(a) => {
             let opts = coursed::bundle::Options { merge: a.merge, dry_run: a.dry_run };
             coursed::bundle::import(&a.database, &a.file, opts).map(|c| {
@@ -112,6 +113,44 @@ fn serve(args: ServeArgs) -> ExitCode {
             log::info!("stopped");
             ExitCode::SUCCESS
         }
+        Err(e) => fail(&e),
+    }
+}
+
+/// `coursed token ...`: the token alone on stdout for `create` (for scripts), what was done on
+/// stderr; the table for `list`.
+fn token(command: TokenCommand) -> ExitCode {
+    use coursed::tokens::command;
+    let done = match command {
+        TokenCommand::Create(a) => command::create(&a.database, &a.name, a.scope, a.expires).map(|c| {
+            println!("{}", c.token);
+            let expires = c
+                .listed
+                .expires_at
+                .map_or("never expires".to_owned(), |at| format!("expires {}", coursed::time::format_ms(at)));
+            eprintln!(
+                "created token {:?} (scope {}, {expires}) in {}; it is shown only this once",
+                a.name,
+                a.scope.as_str(),
+                coursed::store::display_name(&a.database)
+            );
+        }),
+        TokenCommand::List(a) => command::list(&a.database).map(|tokens| {
+            if tokens.is_empty() {
+                eprintln!(
+                    "no tokens in {} (coursed token create makes one)",
+                    coursed::store::display_name(&a.database)
+                );
+            } else {
+                print!("{}", command::table(&tokens, coursed::time::now_ms()));
+            }
+        }),
+        TokenCommand::Revoke(a) => command::revoke(&a.database, &a.name).map(|()| {
+            eprintln!("revoked token {:?}: servers refuse it from their next request on", a.name);
+        }),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e),
     }
 }

@@ -41,7 +41,7 @@ pub fn backup(database: &str, output: &Path, force: bool) -> Result<Counts, Stri
 fn write_checked(database: &str, partial: &Path) -> Result<Counts, String> {
     if is_postgres_url(database) {
         let to = partial.to_str().ok_or_else(|| format!("{} is not a UTF-8 path", partial.display()))?;
-        crate::dataset::copy(database, to, false)?;
+        crate::dataset::copy_with(database, to, false, true)?;
     } else {
         crate::store::snapshot_sqlite(database, partial)?;
     }

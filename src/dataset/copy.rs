@@ -8,6 +8,12 @@ use crate::store::{display_name, Db, Durability, Options};
 /// Copies the catalogue of `from` into `to`, which must be empty unless `replace`. Shows a
 /// progress bar when stderr is a terminal.
 pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
+    copy_with(from, to, replace, false)
+}
+
+/// [`copy`], with the access tokens too when `tokens` (for a backup, which a server may be
+/// restored from).
+pub fn copy_with(from: &str, to: &str, replace: bool, tokens: bool) -> Result<Counts, String> {
     if from == to {
         return Err("--from and --to name the same database".into());
     }
@@ -32,7 +38,11 @@ pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
                 bulk::read_all(stx, rt, &mut |row| loader.push(rt, row))
                     .map_err(|e| format!("copying {} from {src} to {dst} failed: {e}", rt.name))?;
             }
-            loader.finish().map_err(|e| format!("copying into {dst} failed: {e}"))
+            let counts = loader.finish().map_err(|e| format!("copying into {dst} failed: {e}"))?;
+            if tokens {
+                crate::tokens::store::copy_all(stx, dtx).map_err(|e| format!("copying the tokens failed: {e}"))?;
+            }
+            Ok(counts)
         });
         bar.finish_and_clear();
         let _ = stx.end_snapshot();

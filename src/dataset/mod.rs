@@ -14,7 +14,7 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Deserialize;
 
-pub use self::copy::copy;
+pub use self::copy::{copy, copy_with};
 use self::rng::Rng;
 use crate::resources::{CHAPTERS, MODULES, SUBJECTS};
 use crate::store::bulk::{Counts, Loader};

@@ -21,28 +21,51 @@ use crate::jsonapi::{etag, Accepts, Base, Query};
 use crate::resources::ResourceType;
 use crate::store::select::{Record, Selection};
 use crate::store::{snapshot, write, Atomicity, Tx};
+use crate::tokens::Caller;
 
-/// Runs the handler of the chosen route; every outcome, a panic included, becomes a response.
+/// Runs the handler of the chosen route; every outcome, a panic included, becomes a response,
+/// which carries the [`Caller`] in its extensions.
+#[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
     headers: HeaderMap,
-    route: Route,
+    caller: Option<Caller>,
+    route: Option<Route>,
     method: Method,
     path: FullPath,
     query: Option<String>,
     body: BodyStream,
     app: Arc<App>,
 ) -> Response {
+    let mut response = match route {
+        Some(route) => answer(caller.as_ref(), route, Req { method, path, query, headers, body }, app).await,
+        None => error_reply(&Error::no_route()),
+    };
+    if let Some(caller) = caller {
+        response.extensions_mut().insert(caller);
+    }
+    response
+}
+
+async fn answer(caller: Option<&Caller>, route: Route, mut req: Req, app: Arc<App>) -> Response {
     if let Some(allow) = route.allow() {
-        if method == Method::OPTIONS {
+        if req.method == Method::OPTIONS {
             return options(allow);
         }
-        if !allow.allows(&method) {
+        if !allow.allows(&req.method) {
             return error_reply(&Error::method_not_allowed(allow.methods));
+        }
+        // A write the path answers, with a read-only token (a path that names nothing is a
+        // 404 for every token, below).
+        if let Some(caller) = caller.filter(|c| !c.scope.writes()) {
+            if !matches!(req.method, Method::GET | Method::HEAD) {
+                return error_reply(&Error::read_only(&caller.name));
+            }
         }
     }
     // A HEAD is answered as its GET; the body is dropped on the way out (see `super::web`).
-    let method = if method == Method::HEAD { Method::GET } else { method };
-    let req = Req { method, path, query, headers, body };
+    if req.method == Method::HEAD {
+        req.method = Method::GET;
+    }
     let work = async move {
         match route {
             Route::Collection(rt) => collection(&app, rt, req).await,

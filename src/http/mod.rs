@@ -19,11 +19,13 @@ mod reply;
 mod web;
 
 use std::convert::Infallible;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::Arc;
 
 use bytes::{Buf, Bytes};
+use futures_util::future::Either;
 use futures_util::{Stream, TryStreamExt};
 use warp::http::{HeaderMap, Method};
 use warp::path::FullPath;
@@ -32,6 +34,7 @@ use warp::{Filter, Rejection};
 
 use crate::app::App;
 use crate::resources::{self, ResourceType};
+use crate::tokens::{Caller, Refusal};
 
 pub use operations::{ATOMIC, MAX_OPERATIONS};
 pub use reply::{error_reply, JSONAPI};
@@ -113,7 +116,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     let readyz = warp::path!("readyz").and(warp::method()).then(move |m| health::readyz(m, state.clone()));
     let api = warp::path("v1")
         .and(authorized(app.clone()))
-        .and(route())
+        .untuple_one()
+        .and(route().map(Some).or(warp::any().map(|| None)).unify())
         .and(request())
         .and(warp::any().map(move || app.clone()))
         .then(handlers::dispatch);
@@ -121,25 +125,70 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     web::finish(all.recover(reply::rejection).unify(), web)
 }
 
+/// A request refused before routing: no token or a bad one (401), a throttled address (429),
+/// or a database that could not be asked (503).
 #[derive(Debug)]
-struct Unauthorized;
-impl warp::reject::Reject for Unauthorized {}
+struct Refused(Refusal);
+impl warp::reject::Reject for Refused {}
 
-/// Passes the request headers on when they carry an accepted bearer token, or when the
-/// request is an `OPTIONS`: preflights carry no token, so `OPTIONS` is answered before
-/// authentication (by [`handlers::dispatch`], from the path's shape alone: the shapes it
-/// confirms are those of the public OpenAPI document, and ids are not looked up).
-fn authorized(app: Arc<App>) -> impl Filter<Extract = (HeaderMap,), Error = Rejection> + Clone {
-    warp::method().and(warp::header::headers_cloned()).and_then(move |method: Method, headers: HeaderMap| {
-        let ok = method == Method::OPTIONS || app.tokens.accepts(headers.get(warp::http::header::AUTHORIZATION));
-        async move {
-            if ok {
-                Ok(headers)
+/// The address of the client, when a request carries it in its extensions (as tests do); the
+/// accept loop makes it known through [`with_peer`] instead.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+/// Passes the request headers on, with the [`Caller`], when they carry an accepted bearer
+/// token, or when the request is an `OPTIONS`: preflights carry no token, so `OPTIONS` is
+/// answered before authentication (by [`handlers::dispatch`], from the path's shape alone: the
+/// shapes it confirms are those of the public OpenAPI document, and ids are not looked up).
+fn authorized(app: Arc<App>) -> impl Filter<Extract = ((HeaderMap, Option<Caller>),), Error = Rejection> + Clone {
+    let peer = warp::ext::optional::<Peer>().map(|p: Option<Peer>| {
+        let addr = PEER.try_with(|a| *a).ok().or(p.map(|p| p.0));
+        addr.map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip())
+    });
+    warp::method().and(warp::header::headers_cloned()).and(peer).and_then(
+        move |method: Method, headers: HeaderMap, peer: IpAddr| {
+            let peer = app.auth.client(peer, &headers);
+            let known = if method == Method::OPTIONS {
+                Some(Ok(None))
             } else {
-                Err(warp::reject::custom(Unauthorized))
+                app.auth.check(headers.get(warp::http::header::AUTHORIZATION), peer).map(|r| r.map(Some))
+            };
+            // Configured tokens are told in memory, without a future of their own; only
+            // database tokens wait.
+            match known {
+                Some(outcome) => Either::Left(std::future::ready(authorized_as(headers, outcome))),
+                None => {
+                    let app = app.clone();
+                    Either::Right(Box::pin(async move {
+                        let authorization = headers.get(warp::http::header::AUTHORIZATION);
+                        let outcome = app.auth.database(&app.db, authorization, peer).await.map(Some);
+                        authorized_as(headers, outcome)
+                    }))
+                }
             }
-        }
-    })
+        },
+    )
+}
+
+type Authorized = Result<(HeaderMap, Option<Caller>), Rejection>;
+
+fn authorized_as(headers: HeaderMap, outcome: Result<Option<Caller>, Refusal>) -> Authorized {
+    outcome.map(|caller| (headers, caller)).map_err(|refusal| warp::reject::custom(Refused(refusal)))
+}
+
+tokio::task_local! {
+    /// The peer address of the connection whose requests the current task serves.
+    static PEER: SocketAddr;
+}
+
+/// Runs `connection` (one client's connection, polled by one task) with its peer address
+/// `addr` known to every request it serves. A task-local costs a request nothing, where a
+/// request extension would cost it a map of its own.
+pub fn with_peer<F: std::future::Future>(
+    addr: SocketAddr,
+    connection: F,
+) -> impl std::future::Future<Output = F::Output> {
+    PEER.scope(addr, connection)
 }
 
 /// A resource type named by a path segment; any other segment is no route.

@@ -11,8 +11,9 @@ use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
 use warp::Rejection;
 
-use super::{BodyStream, Unauthorized};
+use super::{BodyStream, Refused};
 use crate::error::{Error, Problem};
+use crate::tokens::Refusal;
 
 pub const JSONAPI: &str = "application/vnd.api+json";
 
@@ -66,14 +67,21 @@ pub fn error_reply(e: &Error) -> Response {
     r
 }
 
-/// Turns what no route took into an error document: no token (401) or no such path (404).
+/// Turns what no route took into an error document: a refused token (401, 429, 503) or no
+/// such path (404).
 pub async fn rejection(r: Rejection) -> Result<Response, Infallible> {
-    let e = if r.find::<Unauthorized>().is_some() {
-        Error::unauthorized()
+    let e = if let Some(Refused(refusal)) = r.find::<Refused>() {
+        match refusal {
+            Refusal::Unauthorized => Error::unauthorized(),
+            Refusal::Failed(e) => e.clone(),
+            Refusal::Throttled(wait) => {
+                let mut response = error_reply(&Error::throttled());
+                response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(*wait));
+                return Ok(response);
+            }
+        }
     } else if r.is_not_found() {
-        Error::not_found(
-            "No such path. The API serves /v1/modules, /v1/subjects and /v1/chapters, their members and relationships.",
-        )
+        Error::no_route()
     } else {
         Error::internal(format!("unhandled rejection: {r:?}"))
     };

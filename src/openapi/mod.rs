@@ -20,6 +20,8 @@ use crate::resources::{Relationship, ResourceType, TYPES};
 /// The statuses each kind of operation can answer with besides its success.
 const READ_ERRORS: &[u16] = &[400, 401, 404, 406, 500, 503];
 const WRITE_ERRORS: &[u16] = &[400, 401, 403, 404, 406, 409, 413, 415, 422, 500, 503];
+/// A delete is a write: a read-only token gets 403.
+const DELETE_ERRORS: &[u16] = &[400, 401, 403, 404, 406, 500, 503];
 const LINKAGE_WRITE_ERRORS: &[u16] = &[400, 401, 403, 404, 406, 413, 415, 422, 500, 503];
 
 /// The document served at `/v1/openapi.json`.
@@ -45,8 +47,9 @@ pub fn document() -> Value {
     );
     paths.insert("/operations".into(), operations::path());
     web::add_web(&mut paths);
+    add_throttled(&mut paths);
     add_links(&mut paths);
-    let responses: Map<String, Value> = [400, 401, 403, 404, 406, 409, 412, 413, 415, 422, 428, 500, 503]
+    let responses: Map<String, Value> = [400, 401, 403, 404, 406, 409, 412, 413, 415, 422, 428, 429, 500, 503]
         .iter()
         .map(|s| (s.to_string(), error_response(*s)))
         .collect();
@@ -56,7 +59,9 @@ pub fn document() -> Value {
             "title": "coursed Course Content API",
             "version": "1.0.0",
             "description": "JSON:API 1.0 server for modules, subjects and chapters. Every request but this document's needs \
-                `Authorization: Bearer <token>` (401 otherwise, checked before routing). Bodies are sent with \
+                `Authorization: Bearer <token>` (401 otherwise, checked before routing; an expired or revoked token is \
+                refused like an unknown one). A token of scope `read` may GET and HEAD; its writes answer 403. An \
+                address that sent many refused tokens gets 429 with `Retry-After` for a while. Bodies are sent with \
                 `Content-Type: application/vnd.api+json` (415 otherwise). A known path with an unsupported method answers 405 \
                 with an `Allow` header; an unknown path 404. Errors are JSON:API error documents.",
         },
@@ -64,7 +69,7 @@ pub fn document() -> Value {
         "security": [{"bearer": []}],
         "paths": paths,
         "components": {
-            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "A token from --token, --tokens-file or COURSED_TOKENS."}},
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": "A token from `coursed token create` (scope read, write or admin), or one configured with --token, --tokens-file or COURSED_TOKENS (full access)."}},
             "schemas": schemas,
             "responses": responses,
         },
@@ -83,13 +88,36 @@ fn ok(description: &str, schema: &str) -> Value {
 
 fn error_response(status: u16) -> Value {
     let reason = warp::http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("Error");
-    let mut r = ok(reason, "error_document");
+    let description = match status {
+        401 => "Unauthorized: no token, or one that is unknown, expired or revoked.",
+        403 => {
+            "Forbidden: the token is read-only (scope read, code `read_only_token`), or the change breaks a rule of \
+            the API (a chapter left without a subject)."
+        }
+        429 => {
+            "Too Many Requests: this address sent too many refused tokens; every request from it that needs a \
+            token is refused until the seconds of `Retry-After` have passed."
+        }
+        _ => reason,
+    };
+    let mut r = ok(description, "error_document");
+    let retry_after = json!({"Retry-After": {"schema": {"type": "integer"}}});
     match status {
         401 => r["headers"] = json!({"WWW-Authenticate": {"schema": {"const": "Bearer"}}}),
-        503 => r["headers"] = json!({"Retry-After": {"schema": {"type": "integer"}}}),
+        429 | 503 => r["headers"] = retry_after,
         _ => {}
     }
     r
+}
+
+/// 429 on every operation that needs a token (those that answer 401).
+fn add_throttled(paths: &mut Map<String, Value>) {
+    for op in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|item| item.values_mut()) {
+        let responses = op.get_mut("responses").and_then(Value::as_object_mut);
+        if let Some(responses) = responses.filter(|r| r.contains_key("401")) {
+            responses.insert("429".into(), json!({"$ref": "#/components/responses/429"}));
+        }
+    }
 }
 
 fn operation(
@@ -165,7 +193,7 @@ fn add_paths(paths: &mut Map<String, Value>, rt: &'static ResourceType) {
         t,
         vec![id_param(rt)],
         (204, json!({"description": "Deleted."})),
-        READ_ERRORS,
+        DELETE_ERRORS,
     );
     paths.insert(
         format!("/{t}/{{id}}"),

@@ -4,7 +4,8 @@
 use super::client::PgConn;
 
 /// The schema migrations, in order; `coursed_schema` records those applied. Append only.
-const MIGRATIONS: &[&str] = &[include_str!("../../../schema.postgres.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../../schema.postgres.sql"), include_str!("../../../migrations/postgres/0002-tokens.sql")];
 /// The advisory lock taken while migrating ("crsd").
 const LOCK: i64 = 0x6372_7364;
 

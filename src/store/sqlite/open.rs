@@ -7,7 +7,8 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
-const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql")];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../../schema.sql"), include_str!("../../../migrations/sqlite/0002-tokens.sql")];
 /// How long opening waits for another process that is migrating the same file.
 const MIGRATION_WAIT: Duration = Duration::from_secs(60);
 /// Marks a file as a coursed database ("crsd").

@@ -1,0 +1,188 @@
+//! Bearer tokens: where they come from, who they name, and checking them.
+//!
+//! Two kinds, both accepted at once:
+//! * configured tokens, from `--token`, `--tokens-file` or `COURSED_TOKENS` (named `config`),
+//!   or, with none configured, the one the first start generates, keeps in a file beside the
+//!   database (mode 0600) or in the PostgreSQL database, and prints once (named `bootstrap`).
+//!   They have full access and are checked in memory;
+//! * tokens made by `coursed token create`, kept hashed in the database with a name, a scope
+//!   and maybe an expiry ([`secret`], [`store`]), which every process reads at each request, so
+//!   that creating and revoking take effect at once everywhere ([`auth`]).
+//!
+//! Failed attempts are throttled per client address ([`throttle`]).
+
+pub mod auth;
+pub mod command;
+pub mod secret;
+pub mod store;
+pub mod throttle;
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use warp::http::HeaderValue;
+
+pub use auth::{Auth, Refusal};
+pub use throttle::Throttle;
+
+/// The name of the caller of a configured token (`--token`, `--tokens-file`, `COURSED_TOKENS`).
+pub const CONFIGURED: &str = "config";
+/// The name of the caller of the token generated at first start.
+pub const BOOTSTRAP: &str = "bootstrap";
+
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    /// `GET`, `HEAD` (and `OPTIONS`) of anything; every write is refused (403).
+    Read,
+    /// Everything the API offers.
+    Write,
+    /// `write`, and what will need more later.
+    Admin,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+            Scope::Admin => "admin",
+        }
+    }
+
+    /// Whether the scope allows writes.
+    pub fn writes(self) -> bool {
+        self >= Scope::Write
+    }
+}
+
+impl std::str::FromStr for Scope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Scope, String> {
+        match s {
+            "read" => Ok(Scope::Read),
+            "write" => Ok(Scope::Write),
+            "admin" => Ok(Scope::Admin),
+            _ => Err(format!("{s:?} is not a scope; use read, write or admin")),
+        }
+    }
+}
+
+/// Who made a request: the name of its token and what it may do. Put into the extensions of
+/// the response to every authenticated request, for what wraps the API (an access log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    pub name: Arc<str>,
+    pub scope: Scope,
+}
+
+/// The configured tokens, all of one name.
+#[derive(Clone)]
+pub struct Tokens {
+    list: Vec<Vec<u8>>,
+    name: Arc<str>,
+}
+
+impl Tokens {
+    /// Tokens from the flags, the file or the variable (named [`CONFIGURED`]).
+    pub fn new(tokens: impl IntoIterator<Item = String>) -> Tokens {
+        Tokens {
+            list: tokens.into_iter().map(|t| t.trim().as_bytes().to_vec()).filter(|t| !t.is_empty()).collect(),
+            name: CONFIGURED.into(),
+        }
+    }
+
+    /// These tokens under another caller name.
+    pub fn named(self, name: &str) -> Tokens {
+        Tokens { name: name.into(), ..self }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Whether `Authorization` carries one of the tokens.
+    pub fn accepts(&self, authorization: Option<&HeaderValue>) -> bool {
+        authorization.and_then(bearer).is_some_and(|t| self.matches(t))
+    }
+
+    /// Whether `token` is one of the tokens. Every token is compared in full, in time that
+    /// does not depend on where the bytes differ.
+    fn matches(&self, token: &[u8]) -> bool {
+        self.list.iter().fold(false, |found, t| found | constant_time_eq(t, token))
+    }
+}
+
+/// The token of an `Authorization: Bearer <token>` header.
+fn bearer(value: &HeaderValue) -> Option<&[u8]> {
+    let (scheme, token) = value.as_bytes().split_at_checked(7)?;
+    scheme.eq_ignore_ascii_case(b"bearer ").then(|| token.trim_ascii())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    std::hint::black_box(a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y))) == 0
+}
+
+/// Reads a tokens file: one token a line, blank lines and `#` comments skipped.
+pub fn read_file(path: &Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read tokens file {}: {e}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| !l.is_empty())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// Where the generated token of `database` is kept: beside it, as `<database>.tokens`.
+pub fn bootstrap_path(database: &str) -> PathBuf {
+    PathBuf::from(format!("{database}.tokens"))
+}
+
+/// A new random token (244 random bits, hex).
+pub fn generate() -> String {
+    format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple())
+}
+
+/// Writes a newly generated token to `path`, readable by the owner only; fails if it exists.
+pub fn store_new(path: &Path, token: &str) -> Result<(), String> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot create tokens file {}: {e}", path.display()))?;
+    writeln!(f, "# coursed access token, generated on first start; one token a line\n{token}")
+        .and_then(|()| f.sync_all())
+        .map_err(|e| format!("cannot write tokens file {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_parse_and_order() {
+        assert_eq!("read".parse(), Ok(Scope::Read));
+        assert_eq!("admin".parse::<Scope>().map(Scope::writes), Ok(true));
+        assert!(!Scope::Read.writes() && Scope::Write.writes());
+        assert!("Write".parse::<Scope>().unwrap_err().contains("read, write or admin"));
+    }
+
+    #[test]
+    fn bearer_tokens_are_matched_exactly() {
+        let t = Tokens::new(["secret-one".to_owned(), "two".to_owned()]);
+        let h = |s: &str| HeaderValue::from_str(s).unwrap();
+        assert!(t.accepts(Some(&h("Bearer secret-one"))));
+        assert!(t.accepts(Some(&h("bearer two"))));
+        assert!(!t.accepts(Some(&h("Bearer secret-on"))));
+        assert!(!t.accepts(Some(&h("Basic two"))));
+        assert!(!t.accepts(Some(&h("Bearer"))));
+        assert!(!t.accepts(None));
+    }
+}
