@@ -6,6 +6,7 @@
 //! path with a wrong method is a 405 with `Allow`, never a fall-through. One `recover` turns the
 //! remaining rejections (no route, no token) into the same JSON:API error document.
 
+mod access;
 mod compress;
 mod conditional;
 mod cors;
@@ -33,6 +34,7 @@ use warp::{Filter, Rejection};
 use crate::app::App;
 use crate::resources::{self, ResourceType};
 
+pub use access::{AccessLog, AccessName, Template};
 pub use operations::{ATOMIC, MAX_OPERATIONS};
 pub use reply::{error_reply, JSONAPI};
 pub use web::Web;
@@ -92,6 +94,17 @@ impl Route {
             }
         }
     }
+
+    /// The route's template for the access log; `None` for a relationship its type lacks.
+    pub fn template(&self) -> Option<Template> {
+        Some(match self {
+            Route::Collection(rt) => Template::Collection(rt.name),
+            Route::Operations => Template::Fixed("/v1/operations"),
+            Route::Item(rt, _) => Template::Item(rt.name),
+            Route::Related(rt, _, rel) => Template::Related(rt.name, rt.relationship(rel)?.name),
+            Route::Relationship(rt, _, rel) => Template::Relationship(rt.name, rt.relationship(rel)?.name),
+        })
+    }
 }
 
 /// The parts of a request the handlers use.
@@ -107,39 +120,53 @@ pub struct Req {
 /// else under `/v1` with one.
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let web = app.web.clone();
-    let openapi = warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve);
-    let healthz = warp::path!("healthz").and(warp::method()).map(health::healthz);
+    let log = app.access_log.clone();
+    let fixed = |path| move |r| access::templated(r, Template::Fixed(path));
+    let openapi =
+        warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve).map(fixed("/v1/openapi.json"));
+    let healthz = warp::path!("healthz").and(warp::method()).map(health::healthz).map(fixed("/healthz"));
     let state = app.clone();
-    let readyz = warp::path!("readyz").and(warp::method()).then(move |m| health::readyz(m, state.clone()));
+    let readyz =
+        warp::path!("readyz").and(warp::method()).then(move |m| health::readyz(m, state.clone())).map(fixed("/readyz"));
     let api = warp::path("v1")
         .and(authorized(app.clone()))
         .and(route())
         .and(request())
         .and(warp::any().map(move || app.clone()))
-        .then(handlers::dispatch);
+        .then(|name, headers, route: Route, method, path, query, body, app| {
+            let template = route.template();
+            let answered = handlers::dispatch(headers, route, method, path, query, body, app);
+            async move { access::marked(answered.await, template, name) }
+        });
     let all = openapi.or(healthz).unify().or(readyz).unify().or(api).unify();
-    web::finish(all.recover(reply::rejection).unify(), web)
+    access::logged(web::finish(all.recover(reply::rejection).unify(), web), log)
 }
 
 #[derive(Debug)]
 struct Unauthorized;
 impl warp::reject::Reject for Unauthorized {}
 
-/// Passes the request headers on when they carry an accepted bearer token, or when the
-/// request is an `OPTIONS`: preflights carry no token, so `OPTIONS` is answered before
-/// authentication (by [`handlers::dispatch`], from the path's shape alone: the shapes it
-/// confirms are those of the public OpenAPI document, and ids are not looked up).
-fn authorized(app: Arc<App>) -> impl Filter<Extract = (HeaderMap,), Error = Rejection> + Clone {
-    warp::method().and(warp::header::headers_cloned()).and_then(move |method: Method, headers: HeaderMap| {
-        let ok = method == Method::OPTIONS || app.tokens.accepts(headers.get(warp::http::header::AUTHORIZATION));
-        async move {
-            if ok {
-                Ok(headers)
+/// Passes the request headers on, with the name of the token for the access log, when they
+/// carry an accepted bearer token, or when the request is an `OPTIONS` (then without a name):
+/// preflights carry no token, so `OPTIONS` is answered before authentication (by
+/// [`handlers::dispatch`], from the path's shape alone: the shapes it confirms are those of the
+/// public OpenAPI document, and ids are not looked up).
+fn authorized(app: Arc<App>) -> impl Filter<Extract = (Option<AccessName>, HeaderMap), Error = Rejection> + Clone {
+    // Every configured token is named `config`.
+    static CONFIG: std::sync::LazyLock<AccessName> = std::sync::LazyLock::new(|| AccessName("config".into()));
+    warp::method()
+        .and(warp::header::headers_cloned())
+        .and_then(move |method: Method, headers: HeaderMap| {
+            let ok = if method == Method::OPTIONS {
+                Ok(None)
+            } else if app.tokens.accepts(headers.get(warp::http::header::AUTHORIZATION)) {
+                Ok(Some(CONFIG.clone()))
             } else {
                 Err(warp::reject::custom(Unauthorized))
-            }
-        }
-    })
+            };
+            async move { ok.map(|name| (name, headers)) }
+        })
+        .untuple_one()
 }
 
 /// A resource type named by a path segment; any other segment is no route.

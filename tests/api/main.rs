@@ -3,6 +3,7 @@ mod binary;
 mod browser;
 mod bundle;
 mod collections;
+mod connections;
 mod copy;
 mod engines;
 mod errors;

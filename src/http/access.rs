@@ -1,0 +1,238 @@
+//! The access log: one line per request, with the route's template (never the raw path or the
+//! query), the status, the duration, the bytes of the body sent and the name of the caller's
+//! token (never the token, never a body).
+//!
+//! Lines are formatted on the request's thread into a shared buffer; a thread of the log's own
+//! writes the buffer out in one write every 100 ms (sooner past 64 KiB), so that logging costs
+//! no system call per request. [`AccessLog::flush`] writes what is pending at once (the server
+//! calls it when it stops), and so does dropping the log.
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use warp::http::Method;
+use warp::reply::Response;
+use warp::Filter;
+
+/// The name of the token a request was authorized by, put into the response's extensions by
+/// the authorization step and read from there by the access log.
+#[derive(Debug, Clone)]
+pub struct AccessName(pub Arc<str>);
+
+/// The route a request took, as the access log shows it: `/v1/subjects/{id}/chapters`.
+#[derive(Debug, Clone, Copy)]
+pub enum Template {
+    Fixed(&'static str),
+    Collection(&'static str),
+    Item(&'static str),
+    Related(&'static str, &'static str),
+    Relationship(&'static str, &'static str),
+}
+
+impl std::fmt::Display for Template {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Template::Fixed(path) => f.write_str(path),
+            Template::Collection(t) => write!(f, "/v1/{t}"),
+            Template::Item(t) => write!(f, "/v1/{t}/{{id}}"),
+            Template::Related(t, rel) => write!(f, "/v1/{t}/{{id}}/{rel}"),
+            Template::Relationship(t, rel) => write!(f, "/v1/{t}/{{id}}/relationships/{rel}"),
+        }
+    }
+}
+
+/// `r` marked as answered by the route of `template`.
+pub fn templated(mut r: Response, template: Template) -> Response {
+    r.extensions_mut().insert(template);
+    r
+}
+
+/// `r` marked with the route it took (`None`: a path that names nothing) and the name of the
+/// caller's token (`None`: a request without one).
+pub fn marked(mut r: Response, template: Option<Template>, name: Option<AccessName>) -> Response {
+    if let Some(template) = template {
+        r.extensions_mut().insert(template);
+    }
+    if let Some(name) = name {
+        r.extensions_mut().insert(name);
+    }
+    r
+}
+
+/// Batches are written at least this often.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+/// ... and sooner when this much is pending.
+const FLUSH_AT: usize = 64 << 10;
+/// Lines beyond this much pending (a sink that does not keep up) are dropped and counted.
+const MAX_PENDING: usize = 16 << 20;
+
+pub struct AccessLog {
+    shared: Arc<Shared>,
+    writer: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    pending: Mutex<Pending>,
+    wake: Condvar,
+    sink: Mutex<Box<dyn Write + Send>>,
+}
+
+#[derive(Default)]
+struct Pending {
+    buf: Vec<u8>,
+    dropped: u64,
+    closed: bool,
+}
+
+impl AccessLog {
+    /// A log written to stderr, beside the other logs.
+    pub fn stderr() -> Arc<AccessLog> {
+        Arc::new(AccessLog::new(Box::new(std::io::stderr())))
+    }
+
+    /// A log written to `sink` by a thread of its own.
+    pub fn new(sink: Box<dyn Write + Send>) -> AccessLog {
+        let shared = Arc::new(Shared { pending: Mutex::default(), wake: Condvar::new(), sink: Mutex::new(sink) });
+        let writing = shared.clone();
+        let writer = std::thread::Builder::new()
+            .name("access-log".into())
+            .spawn(move || writing.run())
+            .map_err(|e| {
+                log::error!("cannot start the access log's thread ({e}); lines are written when the server stops")
+            })
+            .ok();
+        AccessLog { shared, writer }
+    }
+
+    /// Records one answered request.
+    pub fn record(&self, method: &Method, r: &Response, took: Duration) {
+        let template = r.extensions().get::<Template>();
+        let name = r.extensions().get::<AccessName>().map(|n| &*n.0);
+        let bytes = http_body::Body::size_hint(r.body()).exact();
+        let mut line = String::with_capacity(160);
+        line.push_str(&crate::time::format_ms(crate::time::now_ms()));
+        line.push_str(" [INFO] access method=");
+        value(&mut line, method.as_str());
+        let _ = write!(line, " route={}", template.map_or("-".to_owned(), Template::to_string));
+        let _ = write!(line, " status={} ms={:.3} bytes=", r.status().as_u16(), took.as_secs_f64() * 1e3);
+        let _ = match bytes {
+            Some(n) => write!(line, "{n}"),
+            None => write!(line, "-"),
+        };
+        line.push_str(" caller=");
+        value(&mut line, name.unwrap_or("-"));
+        line.push('\n');
+        let mut pending = self.shared.lock();
+        let was_empty = pending.buf.is_empty();
+        if pending.buf.len() + line.len() > MAX_PENDING {
+            pending.dropped += 1;
+            return;
+        }
+        pending.buf.extend_from_slice(line.as_bytes());
+        let full = pending.buf.len() >= FLUSH_AT && pending.buf.len() - line.len() < FLUSH_AT;
+        drop(pending);
+        if was_empty || full {
+            self.shared.wake.notify_one();
+        }
+    }
+
+    /// Writes every line recorded so far.
+    pub fn flush(&self) {
+        let (batch, dropped) = {
+            let mut pending = self.shared.lock();
+            (std::mem::take(&mut pending.buf), std::mem::take(&mut pending.dropped))
+        };
+        self.shared.write(&batch, dropped);
+    }
+}
+
+impl Drop for AccessLog {
+    fn drop(&mut self) {
+        self.shared.lock().closed = true;
+        self.shared.wake.notify_one();
+        match self.writer.take() {
+            Some(writer) => {
+                let _ = writer.join();
+            }
+            None => self.flush(),
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The writer thread: waits for a line, gathers more for [`FLUSH_EVERY`], writes the
+    /// batch; until the log is dropped, when it writes what is left.
+    fn run(&self) {
+        let mut spare = Vec::new();
+        let mut pending = self.lock();
+        loop {
+            while pending.buf.is_empty() && !pending.closed {
+                pending = self.wake.wait(pending).unwrap_or_else(|e| e.into_inner());
+            }
+            let until = Instant::now() + FLUSH_EVERY;
+            while pending.buf.len() < FLUSH_AT && !pending.closed {
+                let Some(left) = until.checked_duration_since(Instant::now()) else { break };
+                pending = self.wake.wait_timeout(pending, left).unwrap_or_else(|e| e.into_inner()).0;
+            }
+            let batch = std::mem::replace(&mut pending.buf, std::mem::take(&mut spare));
+            let (dropped, closed) = (std::mem::take(&mut pending.dropped), pending.closed);
+            drop(pending);
+            self.write(&batch, dropped);
+            spare = batch;
+            spare.clear();
+            if closed {
+                return;
+            }
+            pending = self.lock();
+        }
+    }
+
+    fn write(&self, batch: &[u8], dropped: u64) {
+        let mut sink = self.sink.lock().unwrap_or_else(|e| e.into_inner());
+        let mut written = sink.write_all(batch);
+        if dropped > 0 {
+            let note = format!(
+                "{} [WARN] access log: {dropped} lines dropped (the log's output did not keep up)\n",
+                crate::time::format_ms(crate::time::now_ms())
+            );
+            written = written.and_then(|()| sink.write_all(note.as_bytes()));
+        }
+        if let Err(e) = written.and_then(|()| sink.flush()) {
+            log::warn!("cannot write the access log: {e}");
+        }
+    }
+}
+
+/// `v` as a logfmt value: as it is, or quoted when it holds a space, a quote or `=`.
+fn value(line: &mut String, v: &str) {
+    if !v.is_empty() && !v.bytes().any(|b| b <= b' ' || b == b'"' || b == b'=' || b == 0x7f) {
+        line.push_str(v);
+    } else {
+        let _ = write!(line, "{v:?}");
+    }
+}
+
+/// `inner` with each answer recorded in `log` (when there is one).
+pub fn logged<F>(
+    inner: F,
+    log: Option<Arc<AccessLog>>,
+) -> impl Filter<Extract = (Response,), Error = std::convert::Infallible> + Clone
+where
+    F: Filter<Extract = (Response,), Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
+{
+    let on = log.is_some();
+    warp::any().map(move || on.then(Instant::now)).and(warp::method()).and(inner).map(
+        move |start: Option<Instant>, method: Method, r: Response| {
+            if let (Some(log), Some(start)) = (&log, start) {
+                log.record(&method, &r, start.elapsed());
+            }
+            r
+        },
+    )
+}
