@@ -128,15 +128,20 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     let state = app.clone();
     let readyz =
         warp::path!("readyz").and(warp::method()).then(move |m| health::readyz(m, state.clone())).map(fixed("/readyz"));
+    // A path under /v1 that names nothing is answered here, after authorization, so that the
+    // access log names the caller.
     let api = warp::path("v1")
         .and(authorized(app.clone()))
-        .and(route())
+        .and(route().map(Some).or(warp::any().map(|| None)).unify())
         .and(request())
         .and(warp::any().map(move || app.clone()))
-        .then(|name, headers, route: Route, method, path, query, body, app| {
+        .then(|name, headers, route: Option<Route>, method, path, query, body, app| async move {
+            let Some(route) = route else {
+                return access::marked(reply::error_reply(&reply::no_route()), None, name);
+            };
             let template = route.template();
-            let answered = handlers::dispatch(headers, route, method, path, query, body, app);
-            async move { access::marked(answered.await, template, name) }
+            let answered = handlers::dispatch(headers, route, method, path, query, body, app).await;
+            access::marked(answered, template, name)
         });
     let all = openapi.or(healthz).unify().or(readyz).unify().or(api).unify();
     access::logged(web::finish(all.recover(reply::rejection).unify(), web), log)

@@ -71,14 +71,19 @@ pub fn error_reply(e: &Error) -> Response {
     r
 }
 
+/// 404 for a path that names nothing.
+pub fn no_route() -> Error {
+    Error::not_found(
+        "No such path. The API serves /v1/modules, /v1/subjects and /v1/chapters, their members and relationships.",
+    )
+}
+
 /// Turns what no route took into an error document: no token (401) or no such path (404).
 pub async fn rejection(r: Rejection) -> Result<Response, Infallible> {
     let e = if r.find::<Unauthorized>().is_some() {
         Error::unauthorized()
     } else if r.is_not_found() {
-        Error::not_found(
-            "No such path. The API serves /v1/modules, /v1/subjects and /v1/chapters, their members and relationships.",
-        )
+        no_route()
     } else {
         Error::internal(format!("unhandled rejection: {r:?}"))
     };

@@ -1,3 +1,4 @@
+mod access_log;
 mod backup;
 mod binary;
 mod browser;
