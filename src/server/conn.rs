@@ -17,11 +17,13 @@ use warp::http::{Request, Version};
 
 use super::Limits;
 
+/// Times of every connection are milliseconds after this, so that they compare.
+static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
 /// What a connection's reads, writes and requests tell its watchdog. Times are milliseconds
-/// after `opened`; every field is touched by one connection (and its HTTP/2 streams), so
+/// after [`EPOCH`]; every field is touched by one connection (and its HTTP/2 streams), so
 /// relaxed atomics suffice.
 pub struct Watch {
-    opened: Instant,
     /// Requests being handled (HTTP/2 runs several at once).
     busy: AtomicU32,
     /// When the first byte of a request head arrived, plus one; 0 while none is arriving. A
@@ -42,11 +44,11 @@ pub struct Watch {
 
 impl Watch {
     pub fn new(room: Arc<super::Room>) -> Watch {
+        let now = now();
         Watch {
-            opened: Instant::now(),
             busy: AtomicU32::new(0),
-            head_since: AtomicU64::new(1),
-            idle_since: AtomicU64::new(0),
+            head_since: AtomicU64::new(now + 1),
+            idle_since: AtomicU64::new(now),
             writes: AtomicU64::new(0),
             h2: AtomicBool::new(false),
             evicting: AtomicBool::new(false),
@@ -55,18 +57,23 @@ impl Watch {
         }
     }
 
-    fn now(&self) -> u64 {
-        self.opened.elapsed().as_millis() as u64
-    }
-
     /// Whether a request is being handled: such a connection is never closed by a deadline.
     pub fn is_busy(&self) -> bool {
         self.busy.load(Relaxed) > 0
     }
 
+    /// Since when the connection has waited for a request: the first byte of the head that is
+    /// arriving, else the end of the last request.
+    pub fn waiting_since(&self) -> u64 {
+        match self.head_since.load(Relaxed) {
+            0 => self.idle_since.load(Relaxed),
+            head => head - 1,
+        }
+    }
+
     fn read(&self) {
         if self.head_since.load(Relaxed) == 0 && !self.is_busy() && !self.h2.load(Relaxed) {
-            self.head_since.store(self.now() + 1, Relaxed);
+            self.head_since.store(now() + 1, Relaxed);
         }
     }
 
@@ -80,7 +87,7 @@ impl Watch {
 
     fn end(&self) {
         if self.busy.fetch_sub(1, Relaxed) == 1 {
-            self.idle_since.store(self.now(), Relaxed);
+            self.idle_since.store(now(), Relaxed);
             self.room.request_ended();
         }
     }
@@ -92,7 +99,7 @@ impl Watch {
         if self.is_busy() {
             return Some(recheck);
         }
-        let now = self.now();
+        let now = now();
         let writes = self.writes.load(Relaxed);
         if writes != progress.0 {
             *progress = (writes, now);
@@ -108,6 +115,10 @@ impl Watch {
         let left = deadline.checked_sub(now).filter(|&ms| ms > 0)?;
         Some(Duration::from_millis(left).min(recheck))
     }
+}
+
+fn now() -> u64 {
+    EPOCH.elapsed().as_millis() as u64
 }
 
 /// Drives `conn` until it ends, closing it when a deadline passes, when the server needs its

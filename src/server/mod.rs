@@ -1,11 +1,12 @@
 //! The accept loop: connections up to a cap, each watched for slow and idle clients (see
 //! [`conn`]), and a graceful stop.
 //!
-//! At the cap, a new connection makes room by closing the oldest connection that is not
-//! serving a request (idle between requests, or still sending its head): thousands of slow or
-//! idle clients then cost each other their places, never the clients being served. When every
-//! connection is serving a request, accepting pauses (the kernel's listen backlog holds new
-//! connections) until one of them is answered and can make room.
+//! At the cap, a new connection makes room by closing the connection that has waited longest
+//! for a request (idle since its last answer, or sending its head since then): thousands of slow
+//! or idle clients then cost each other their places, never the clients being served, nor an
+//! active keep-alive client (it waited only since its last answer). When every connection is
+//! serving a request, accepting pauses (the kernel's listen backlog holds new connections) until
+//! one of them is answered and can make room.
 
 mod conn;
 
@@ -46,8 +47,9 @@ impl Default for Limits {
 /// backups, logs.
 const RESERVED_DESCRIPTORS: u64 = 256;
 
-/// The open connections, oldest first, and what the accept loop needs to make room.
+/// The open connections, and what the accept loop needs to make room.
 pub struct Room {
+    /// By id, the order they were accepted in.
     open: Mutex<BTreeMap<u64, Arc<Watch>>>,
     /// Set while the accept loop waits for room: then every answered request tells it.
     wanted: AtomicBool,
@@ -61,14 +63,14 @@ impl Room {
         }
     }
 
-    /// Asks the oldest connection that serves no request to close, unless one was asked and
-    /// has not closed yet.
+    /// Asks the connection that has waited longest for a request to close, unless one was asked
+    /// and has not closed yet.
     fn evict_one(&self) {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.values().any(|w| w.evicting.load(Relaxed)) {
             return;
         }
-        if let Some(w) = open.values().find(|w| !w.is_busy()) {
+        if let Some(w) = open.values().filter(|w| !w.is_busy()).min_by_key(|w| w.waiting_since()) {
             w.evicting.store(true, Relaxed);
             w.evict.notify_one();
         }
