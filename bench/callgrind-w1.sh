@@ -3,6 +3,8 @@
 # own work that the machine's noise does not move, for comparing two builds.
 #
 #   bench/callgrind-w1.sh [BIN ...]     (default target/release/coursed; N=3000 requests)
+#   LOG_LEVEL=info bench/callgrind-w1.sh    (the server's --log-level, default warn: info turns
+#                                           the access log on)
 #
 # Each binary serves a generated 10,000-subject catalogue under valgrind; N keep-alive requests
 # for random subjects are sent; the program's total instructions / N is printed (start-up and
@@ -19,7 +21,7 @@ trap 'rm -rf "$work"' EXIT
 for bin in "${bins[@]}"; do
   cp "$work/w1.db" "$work/run.db"
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$bin" serve --port 0 --database "$work/run.db" \
-    --token bench-token --log-level warn >"$work/server.log" 2>&1 &
+    --token bench-token --log-level "${LOG_LEVEL:-warn}" >"$work/server.log" 2>&1 &
   pid=$!
   port=
   for _ in $(seq 1 600); do
