@@ -285,3 +285,23 @@ async fn when_every_connection_serves_a_request_a_new_one_waits_for_the_first_an
     })
     .await;
 }
+
+on_both!(a_client_that_stops_reading_its_responses_is_disconnected_at_the_idle_timeout);
+async fn a_client_that_stops_reading_its_responses_is_disconnected_at_the_idle_timeout() {
+    against(TestApp::new().await, limits(10_000, 300, 100), SECOND, |addr| {
+        // 300 pipelined requests for the OpenAPI document (about 200 KB each): far more than the
+        // sockets' buffers hold, so writing stalls while the client reads nothing.
+        let mut client = connect(addr);
+        let pipelined = "GET /v1/openapi.json HTTP/1.1\r\nHost: localhost\r\n\r\n".repeat(300);
+        client.write_all(pipelined.as_bytes()).unwrap();
+        let document = 150_000;
+        std::thread::sleep(Duration::from_secs(2));
+        // Reading at last: the server gave up long before the 300th answer.
+        let (mut received, mut buf) = (0, vec![0u8; 1 << 16]);
+        while let Ok(n @ 1..) = client.read(&mut buf) {
+            received += n;
+        }
+        assert!(received < 200 * document, "received {received} bytes: every answer was kept waiting");
+    })
+    .await;
+}
