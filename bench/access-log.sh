@@ -26,7 +26,7 @@ start() {
   pids+=($!)
   port=
   for _ in $(seq 1 300); do
-    port=$(grep -o 'listening on http://[0-9.:]*' "$work/$name.out" | sed 's/.*://') || true
+    port=$(grep -so 'listening on http://[0-9.:]*' "$work/$name.out" | sed 's/.*://') || true
     [ -n "$port" ] && return
     sleep 0.1
   done

@@ -2,7 +2,7 @@
 """A real client against coursed while thousands of slow and idle clients hold connections.
 
     bench/slow_clients.py [--bin target/release/coursed] [--slow 3000] [--idle 1000] [--seconds 10]
-                          [--serve-args '--max-connections 1024 ...'] [--no-limits]
+                          [--serve-args '--max-connections 1024 ...'] [--no-limits] [--server-fd-limit 1024]
 
 On a generated catalogue (10 modules x 100 subjects) served from SQLite, a real client reads
 random subjects for `--seconds`, twice: alone, then while attackers hold `--slow` connections that
@@ -13,7 +13,8 @@ connection per request (a browser's first visit) and one keep-alive connection. 
 requests, failures, latency (p50, p99, max), and the server's open descriptors and memory.
 
 `--no-limits` serves with limits so large they never act (what coursed did before it had them),
-for comparison. The attackers run in a child process; only the standard library is used.
+for comparison; `--server-fd-limit 1024` starts the server with the soft limit of open files that
+a shell or a systemd service has by default (coursed raises it as far as its cap needs). The attackers run in a child process; only the standard library is used.
 """
 import argparse
 import asyncio
@@ -41,10 +42,14 @@ def raise_fd_limit():
     return hard
 
 
-def start(binary, database, extra):
+def start(binary, database, extra, fd_limit):
+    def limit():
+        if fd_limit:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
     proc = subprocess.Popen([binary, "serve", "--port", "0", "--database", database, "--token", TOKEN,
                              "--log-level", "warn", *extra], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            text=True)
+                            text=True, preexec_fn=limit)
     for line in proc.stdout:
         if "listening on http://" in line:
             return proc, int(line.rsplit(":", 1)[1].split("/")[0])
@@ -60,14 +65,14 @@ def server_state(pid):
 
 # --- the attackers (a child process) -------------------------------------------------------
 
-async def slow_one(port, counts):
+async def slow_one(port, opened):
     while True:
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
             await asyncio.sleep(0.1)
             continue
-        counts["opened"] += 1
+        opened.value += 1
         try:
             writer.write(b"GET /v1/subjects HTTP/1.1\r\nHost: localhost\r\n")
             i = 0
@@ -87,14 +92,14 @@ async def slow_one(port, counts):
             writer.close()
 
 
-async def idle_one(port, counts):
+async def idle_one(port, opened):
     while True:
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
             await asyncio.sleep(0.1)
             continue
-        counts["opened"] += 1
+        opened.value += 1
         try:
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             await writer.drain()
@@ -106,16 +111,12 @@ async def idle_one(port, counts):
             writer.close()
 
 
-def attack(port, slow, idle, ready):
+def attack(port, slow, idle, opened):
     raise_fd_limit()
 
     async def main():
-        counts = {"opened": 0}
-        tasks = [asyncio.create_task(slow_one(port, counts)) for _ in range(slow)]
-        tasks += [asyncio.create_task(idle_one(port, counts)) for _ in range(idle)]
-        while counts["opened"] < slow + idle:
-            await asyncio.sleep(0.1)
-        ready.set()
+        tasks = [asyncio.create_task(slow_one(port, opened)) for _ in range(slow)]
+        tasks += [asyncio.create_task(idle_one(port, opened)) for _ in range(idle)]
         await asyncio.gather(*tasks)
 
     asyncio.run(main())
@@ -173,6 +174,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--serve-args", default="", help="more flags for coursed serve")
     ap.add_argument("--no-limits", action="store_true", help="limits so large they never act, for comparison")
+    ap.add_argument("--server-fd-limit", type=int, default=0,
+                    help="start the server with this soft limit of open files (1024: a shell's or systemd's default)")
     args = ap.parse_args()
     hard = raise_fd_limit()
     if hard < args.slow + args.idle + 100:
@@ -183,7 +186,7 @@ def main():
         subprocess.run([args.bin, "generate", "--database", db, "--modules", "10", "--subjects-per-module", "100",
                         "--chapters-per-subject", "2", "--ids-dir", work], check=True, stdout=subprocess.DEVNULL)
         ids = [l.strip() for l in open(os.path.join(work, "subject_ids.txt")) if l.strip()]
-        server, port = start(args.bin, db, extra)
+        server, port = start(args.bin, db, extra, args.server_fd_limit)
         try:
             print(f"coursed serve {' '.join(extra) or '(default limits)'}; attackers: {args.slow} slow heads, "
                   f"{args.idle} idle keep-alive\n")
@@ -192,13 +195,16 @@ def main():
             for keep_alive in (False, True):
                 report("alone", "keep-alive" if keep_alive else "new connection each",
                        measure(port, ids, args.seconds, keep_alive, server.pid))
-            ready = multiprocessing.Event()
-            attackers = multiprocessing.Process(target=attack, args=(port, args.slow, args.idle, ready), daemon=True)
+            # Connections opened by the attackers (reopened ones included); not shared by a lock,
+            # only one process writes it.
+            opened = multiprocessing.Value("l", 0, lock=False)
+            attackers = multiprocessing.Process(target=attack, args=(port, args.slow, args.idle, opened), daemon=True)
             ramp = time.time()
             attackers.start()
-            if not ready.wait(120):
-                raise SystemExit("the attackers could not open their connections")
-            print(f"(attackers connected in {time.time() - ramp:.1f} s; server fds now {server_state(server.pid)[0]})")
+            while opened.value < args.slow + args.idle and time.time() - ramp < 30:
+                time.sleep(0.1)
+            print(f"(after {time.time() - ramp:.1f} s the attackers had opened {opened.value} connections; "
+                  f"server fds now {server_state(server.pid)[0]})")
             for keep_alive in (False, True):
                 report("under attack", "keep-alive" if keep_alive else "new connection each",
                        measure(port, ids, args.seconds, keep_alive, server.pid))

@@ -7,7 +7,6 @@
 //! no system call per request. [`AccessLog::flush`] writes what is pending at once (the server
 //! calls it when it stops), and so does dropping the log.
 
-use std::fmt::Write as _;
 use std::io::Write;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -31,14 +30,17 @@ pub enum Template {
     Relationship(&'static str, &'static str),
 }
 
-impl std::fmt::Display for Template {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Template::Fixed(path) => f.write_str(path),
-            Template::Collection(t) => write!(f, "/v1/{t}"),
-            Template::Item(t) => write!(f, "/v1/{t}/{{id}}"),
-            Template::Related(t, rel) => write!(f, "/v1/{t}/{{id}}/{rel}"),
-            Template::Relationship(t, rel) => write!(f, "/v1/{t}/{{id}}/relationships/{rel}"),
+impl Template {
+    fn push(&self, line: &mut Vec<u8>) {
+        let parts: [&str; 4] = match *self {
+            Template::Fixed(path) => [path, "", "", ""],
+            Template::Collection(t) => ["/v1/", t, "", ""],
+            Template::Item(t) => ["/v1/", t, "/{id}", ""],
+            Template::Related(t, rel) => ["/v1/", t, "/{id}/", rel],
+            Template::Relationship(t, rel) => ["/v1/", t, "/{id}/relationships/", rel],
+        };
+        for part in parts {
+            line.extend_from_slice(part.as_bytes());
         }
     }
 }
@@ -84,6 +86,10 @@ struct Pending {
     buf: Vec<u8>,
     dropped: u64,
     closed: bool,
+    /// The second of the last line, and its time up to the second (`2026-11-23T11:02:16.`):
+    /// formatting a time is the dearest part of a line, and lines share their seconds.
+    second: i64,
+    second_text: String,
 }
 
 impl AccessLog {
@@ -106,32 +112,50 @@ impl AccessLog {
         AccessLog { shared, writer }
     }
 
-    /// Records one answered request.
+    /// Records one answered request. The line is formatted into the pending buffer under its
+    /// lock, without allocating: most of its cost is here.
     pub fn record(&self, method: &Method, r: &Response, took: Duration) {
         let template = r.extensions().get::<Template>();
-        let name = r.extensions().get::<AccessName>().map(|n| &*n.0);
+        let name = r.extensions().get::<AccessName>().map_or("-", |n| &*n.0);
         let bytes = http_body::Body::size_hint(r.body()).exact();
-        let mut line = String::with_capacity(160);
-        line.push_str(&crate::time::format_ms(crate::time::now_ms()));
-        line.push_str(" [INFO] access method=");
-        value(&mut line, method.as_str());
-        let _ = write!(line, " route={}", template.map_or("-".to_owned(), Template::to_string));
-        let _ = write!(line, " status={} ms={:.3} bytes=", r.status().as_u16(), took.as_secs_f64() * 1e3);
-        let _ = match bytes {
-            Some(n) => write!(line, "{n}"),
-            None => write!(line, "-"),
-        };
-        line.push_str(" caller=");
-        value(&mut line, name.unwrap_or("-"));
-        line.push('\n');
+        let ms = crate::time::now_ms();
+        let micros = took.as_micros() as u64;
         let mut pending = self.shared.lock();
-        let was_empty = pending.buf.is_empty();
-        if pending.buf.len() + line.len() > MAX_PENDING {
+        if pending.buf.len() > MAX_PENDING {
             pending.dropped += 1;
             return;
         }
-        pending.buf.extend_from_slice(line.as_bytes());
-        let full = pending.buf.len() >= FLUSH_AT && pending.buf.len() - line.len() < FLUSH_AT;
+        let was_empty = pending.buf.is_empty();
+        if ms.div_euclid(1000) != pending.second || pending.second_text.is_empty() {
+            pending.second = ms.div_euclid(1000);
+            pending.second_text = crate::time::format_ms(ms)[..20].to_owned();
+        }
+        let Pending { buf, second_text, .. } = &mut *pending;
+        let before = buf.len();
+        buf.extend_from_slice(second_text.as_bytes());
+        digits(buf, ms.rem_euclid(1000) as u64, 3);
+        buf.extend_from_slice(b"Z [INFO] access method=");
+        value(buf, method.as_str());
+        buf.extend_from_slice(b" route=");
+        match template {
+            Some(t) => t.push(buf),
+            None => buf.push(b'-'),
+        }
+        buf.extend_from_slice(b" status=");
+        digits(buf, u64::from(r.status().as_u16()), 1);
+        buf.extend_from_slice(b" ms=");
+        digits(buf, micros / 1000, 1);
+        buf.push(b'.');
+        digits(buf, micros % 1000, 3);
+        buf.extend_from_slice(b" bytes=");
+        match bytes {
+            Some(n) => digits(buf, n, 1),
+            None => buf.push(b'-'),
+        }
+        buf.extend_from_slice(b" caller=");
+        value(buf, name);
+        buf.push(b'\n');
+        let full = buf.len() >= FLUSH_AT && before < FLUSH_AT;
         drop(pending);
         if was_empty || full {
             self.shared.wake.notify_one();
@@ -210,12 +234,24 @@ impl Shared {
 }
 
 /// `v` as a logfmt value: as it is, or quoted when it holds a space, a quote or `=`.
-fn value(line: &mut String, v: &str) {
+fn value(line: &mut Vec<u8>, v: &str) {
     if !v.is_empty() && !v.bytes().any(|b| b <= b' ' || b == b'"' || b == b'=' || b == 0x7f) {
-        line.push_str(v);
+        line.extend_from_slice(v.as_bytes());
     } else {
         let _ = write!(line, "{v:?}");
     }
+}
+
+/// `n` in decimal, zero-padded to at least `width` digits.
+fn digits(line: &mut Vec<u8>, mut n: u64, width: usize) {
+    let mut text = [b'0'; 20];
+    let mut start = text.len();
+    while n > 0 || text.len() - start < width {
+        start -= 1;
+        text[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+    line.extend_from_slice(&text[start..]);
 }
 
 /// `inner` with each answer recorded in `log` (when there is one).
@@ -235,4 +271,32 @@ where
             r
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{digits, value};
+
+    fn text(f: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut line = Vec::new();
+        f(&mut line);
+        String::from_utf8(line).unwrap()
+    }
+
+    #[test]
+    fn numbers_are_written_in_decimal_padded_to_their_width() {
+        assert_eq!(text(|l| digits(l, 0, 1)), "0");
+        assert_eq!(text(|l| digits(l, 7, 3)), "007");
+        assert_eq!(text(|l| digits(l, 1234, 3)), "1234");
+        assert_eq!(text(|l| digits(l, u64::MAX, 1)), u64::MAX.to_string());
+    }
+
+    #[test]
+    fn values_with_spaces_quotes_or_equals_signs_are_quoted() {
+        assert_eq!(text(|l| value(l, "config")), "config");
+        assert_eq!(text(|l| value(l, "a b")), r#""a b""#);
+        assert_eq!(text(|l| value(l, "k=v")), r#""k=v""#);
+        assert_eq!(text(|l| value(l, "say \"x\"\n")), r#""say \"x\"\n""#);
+        assert_eq!(text(|l| value(l, "")), r#""""#);
+    }
 }
