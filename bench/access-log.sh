@@ -8,6 +8,7 @@
 # Prints requests per second of each round and the ratio of the medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/port.sh
 command -v wrk >/dev/null || { sudo=$([ "$(id -u)" = 0 ] || echo sudo); $sudo apt-get install -y -qq wrk >/dev/null; }
 bin=${BIN:-target/release/coursed}
 rounds=${ROUNDS:-3}
@@ -24,14 +25,7 @@ start() {
   cp "$work/w1.db" "$work/$name.db"
   "$bin" serve --port 0 --database "$work/$name.db" --token bench-token "$@" >"$work/$name.out" 2>"$work/$name.log" &
   pids+=($!)
-  port=
-  for _ in $(seq 1 300); do
-    port=$(grep -so 'listening on http://[0-9.:]*' "$work/$name.out" | sed 's/.*://') || true
-    [ -n "$port" ] && return
-    sleep 0.1
-  done
-  echo "coursed ($name) did not start" >&2
-  exit 1
+  port=$(port_of "$work/$name.out") || { echo "coursed ($name) did not start" >&2; exit 1; }
 }
 start on --log-level info
 on_port=$port

@@ -11,6 +11,7 @@
 # shutdown included, a few hundred instructions per request at N=3000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/port.sh
 command -v valgrind >/dev/null || { sudo=$([ "$(id -u)" = 0 ] || echo sudo); $sudo apt-get install -y -qq valgrind >/dev/null; }
 n=${N:-3000}
 bins=("$@")
@@ -23,13 +24,7 @@ for bin in "${bins[@]}"; do
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$bin" serve --port 0 --database "$work/run.db" \
     --token bench-token --log-level "${LOG_LEVEL:-warn}" >"$work/server.log" 2>&1 &
   pid=$!
-  port=
-  for _ in $(seq 1 600); do
-    port=$(grep -o 'listening on http://[0-9.:]*' "$work/server.log" | sed 's/.*://') || true
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || { echo "$bin did not start" >&2; kill "$pid"; exit 1; }
+  port=$(port_of "$work/server.log") || { echo "$bin did not start" >&2; kill "$pid"; exit 1; }
   python3 - "$port" "$work/subject_ids.txt" "$n" <<'PY'
 import http.client, random, sys
 port, ids_file, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])

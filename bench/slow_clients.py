@@ -65,14 +65,20 @@ def server_state(pid):
 
 # --- the attackers (a child process) -------------------------------------------------------
 
-async def slow_one(port, opened):
+async def connect(port, opened):
+    """A new connection, tried again until one opens."""
     while True:
         try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            connection = await asyncio.open_connection("127.0.0.1", port)
+            opened.value += 1
+            return connection
         except OSError:
             await asyncio.sleep(0.1)
-            continue
-        opened.value += 1
+
+
+async def slow_one(port, opened):
+    while True:
+        reader, writer = await connect(port, opened)
         try:
             writer.write(b"GET /v1/subjects HTTP/1.1\r\nHost: localhost\r\n")
             i = 0
@@ -94,12 +100,7 @@ async def slow_one(port, opened):
 
 async def idle_one(port, opened):
     while True:
-        try:
-            reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            await asyncio.sleep(0.1)
-            continue
-        opened.value += 1
+        reader, writer = await connect(port, opened)
         try:
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
             await writer.drain()

@@ -35,6 +35,8 @@ pub struct Watch {
     writes: AtomicU64,
     /// HTTP/2: frames between requests (pings, settings) are not a request head.
     h2: AtomicBool,
+    /// Whether a request was ever made on the connection.
+    asked: AtomicBool,
     /// Asked to close to make room for a new connection.
     pub(super) evicting: AtomicBool,
     pub(super) evict: Notify,
@@ -51,6 +53,7 @@ impl Watch {
             idle_since: AtomicU64::new(now),
             writes: AtomicU64::new(0),
             h2: AtomicBool::new(false),
+            asked: AtomicBool::new(false),
             evicting: AtomicBool::new(false),
             evict: Notify::new(),
             room,
@@ -62,12 +65,19 @@ impl Watch {
         self.busy.load(Relaxed) > 0
     }
 
-    /// Since when the connection has waited for a request: the first byte of the head that is
-    /// arriving, else the end of the last request.
-    pub fn waiting_since(&self) -> u64 {
-        match self.head_since.load(Relaxed) {
+    /// What the connection is doing, for choosing one to close to make room.
+    pub fn standing(&self) -> Standing {
+        if self.is_busy() {
+            return Standing::Busy;
+        }
+        let since = match self.head_since.load(Relaxed) {
             0 => self.idle_since.load(Relaxed),
             head => head - 1,
+        };
+        if self.asked.load(Relaxed) {
+            Standing::Waiting(since)
+        } else {
+            Standing::New(since)
         }
     }
 
@@ -80,6 +90,7 @@ impl Watch {
     fn begin(&self, version: Version) {
         self.busy.fetch_add(1, Relaxed);
         self.head_since.store(0, Relaxed);
+        self.asked.store(true, Relaxed);
         if version == Version::HTTP_2 {
             self.h2.store(true, Relaxed);
         }
@@ -117,8 +128,18 @@ impl Watch {
     }
 }
 
-fn now() -> u64 {
+/// Milliseconds since [`EPOCH`].
+pub fn now() -> u64 {
     EPOCH.elapsed().as_millis() as u64
+}
+
+pub enum Standing {
+    /// Serving a request.
+    Busy,
+    /// Opened at this time and has not made a request yet.
+    New(u64),
+    /// Has made requests, and waits for the next since this time.
+    Waiting(u64),
 }
 
 /// Drives `conn` until it ends, closing it when a deadline passes, when the server needs its

@@ -1,12 +1,14 @@
 //! The accept loop: connections up to a cap, each watched for slow and idle clients (see
 //! [`conn`]), and a graceful stop.
 //!
-//! At the cap, a new connection makes room by closing the connection that has waited longest
-//! for a request (idle since its last answer, or sending its head since then): thousands of slow
-//! or idle clients then cost each other their places, never the clients being served, nor an
-//! active keep-alive client (it waited only since its last answer). When every connection is
-//! serving a request, accepting pauses (the kernel's listen backlog holds new connections) until
-//! one of them is answered and can make room.
+//! At the cap, a new connection makes room by closing a connection that serves no request:
+//! first one that has not completed a request head in the second after it opened (the one
+//! connected longest), else the one that has waited longest for its next request (idle since
+//! its last answer, or sending a head since then). Thousands of slow or idle clients then cost each other their places, never a
+//! client being served, nor an active keep-alive client (it has made requests, and waited only
+//! since its last answer). When every connection is serving a request, accepting pauses (the
+//! kernel's listen backlog holds new connections) until one of them is answered and can make
+//! room.
 
 mod conn;
 
@@ -22,7 +24,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::App;
-use conn::{Tracked, Watch, Watched};
+use conn::{Standing, Tracked, Watch, Watched};
 
 /// How long clients may take, and how many may be connected at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,6 +44,10 @@ impl Default for Limits {
         Limits { header_timeout: Duration::from_secs(10), idle_timeout: Duration::from_secs(75), max_connections: 1024 }
     }
 }
+
+/// A new connection is not closed to make room before it had this long (or a tenth of the
+/// header timeout, when shorter) to send its first request: real clients send it at once.
+const FIRST_HEAD_GRACE: Duration = Duration::from_secs(1);
 
 /// Descriptors kept for everything but client connections: database files and connections,
 /// backups, logs.
@@ -63,18 +69,45 @@ impl Room {
         }
     }
 
-    /// Asks the connection that has waited longest for a request to close, unless one was asked
-    /// and has not closed yet.
-    fn evict_one(&self) {
+    /// Asks a connection to close to make room: a new one that has not made a request within
+    /// `grace` (the one connected longest), else, unless new ones are still in their grace, the
+    /// one that has waited longest for its next request. Says when to try again.
+    fn evict_one(&self, grace: Duration) -> Retry {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.values().any(|w| w.evicting.load(Relaxed)) {
-            return;
+            return Retry::WhenFreed;
         }
-        if let Some(w) = open.values().filter(|w| !w.is_busy()).min_by_key(|w| w.waiting_since()) {
+        let (now, grace) = (conn::now(), grace.as_millis() as u64);
+        let (mut silent, mut waiting, mut graced) = (None, None, None::<u64>);
+        for w in open.values() {
+            match w.standing() {
+                Standing::Busy => {}
+                Standing::New(since) if now.saturating_sub(since) < grace => {
+                    graced = Some(graced.map_or(since, |g| g.min(since)));
+                }
+                Standing::New(since) => silent = silent.filter(|(s, _)| *s <= since).or(Some((since, w))),
+                Standing::Waiting(since) => waiting = waiting.filter(|(s, _)| *s <= since).or(Some((since, w))),
+            }
+        }
+        let victim = silent.or(waiting.filter(|_| graced.is_none()));
+        if let Some((_, w)) = victim {
             w.evicting.store(true, Relaxed);
             w.evict.notify_one();
+            return Retry::WhenFreed;
+        }
+        match graced {
+            Some(since) => Retry::After(Duration::from_millis((since + grace).saturating_sub(now).max(1))),
+            None => Retry::WhenFreed,
         }
     }
+}
+
+/// When the accept loop, waiting for room, tries to make room again.
+enum Retry {
+    /// When a slot frees or a request ends.
+    WhenFreed,
+    /// Then too, or after this, when a new connection's grace ends.
+    After(Duration),
 }
 
 /// Serves the API on `listener` until `shutdown` completes, then lets in-flight requests finish
@@ -89,6 +122,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
     let limits = Limits { max_connections: descriptors_for(app.connections.max_connections), ..app.connections };
+    let grace = (limits.header_timeout / 10).min(FIRST_HEAD_GRACE);
     let routes = crate::http::routes(app.clone());
     // HTTP/1 heads are timed by our watchdog, not by hyper's `header_read_timeout` (it would
     // run from the end of the previous request, cutting idle keep-alive at the head's limit;
@@ -117,11 +151,15 @@ pub async fn serve(
             Err(_) => {
                 room.wanted.store(true, Relaxed);
                 let slot = loop {
-                    room.evict_one();
+                    let retry = match room.evict_one(grace) {
+                        Retry::WhenFreed => None,
+                        Retry::After(wait) => Some(wait),
+                    };
                     tokio::select! {
                         slot = slots.clone().acquire_owned() => break slot.ok(),
                         // A request was answered: its connection may make room now.
                         () = room.freed.notified() => {}
+                        () = tokio::time::sleep(retry.unwrap_or_default()), if retry.is_some() => {}
                         () = &mut shutdown => break None,
                     }
                 };
