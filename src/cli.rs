@@ -227,9 +227,10 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_BODY_TIMEOUT", default_value = "60s", value_parser = parse_positive_duration)]
     pub body_timeout: std::time::Duration,
 
-    /// The most connections open at once. At the cap a new connection makes room by closing the
-    /// oldest one that is not serving a request (idle, or still sending its head); when all are
-    /// serving, new connections wait in the listen backlog.
+    /// The most connections open at once. At the cap a new connection makes room by closing one
+    /// that is not serving a request: first one that made no request in its first 20 ms, else
+    /// the one waiting longest for its next request; when all are serving, new connections wait
+    /// in the listen backlog.
     #[arg(long, env = "COURSED_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 

@@ -2,11 +2,11 @@
 //! [`conn`]), and a graceful stop.
 //!
 //! At the cap, a new connection makes room by closing a connection that serves no request:
-//! first one that has not completed a request head in the second after it opened (the one
-//! connected longest), else the one that has waited longest for its next request (idle since
-//! its last answer, or sending a head since then). Thousands of slow or idle clients then cost each other their places, never a
-//! client being served, nor an active keep-alive client (it has made requests, and waited only
-//! since its last answer). When every connection is serving a request, accepting pauses (the
+//! first one that has not completed a request head 20 ms after it opened (the one connected
+//! longest), else the one that has waited longest for its next request (idle since its last
+//! answer, or sending a head since then). Thousands of slow or idle clients then cost each
+//! other their places, never a client being served, nor (while such clients are there) an
+//! active keep-alive client. When every connection is serving a request, accepting pauses (the
 //! kernel's listen backlog holds new connections) until one of them is answered and can make
 //! room.
 
@@ -46,8 +46,10 @@ impl Default for Limits {
 }
 
 /// A new connection is not closed to make room before it had this long (or a tenth of the
-/// header timeout, when shorter) to send its first request: real clients send it at once.
-const FIRST_HEAD_GRACE: Duration = Duration::from_secs(1);
+/// header timeout, when shorter) to send its first request: real clients send it with their
+/// first packet. Short, because while only new connections could be closed, room is made no
+/// faster than the cap per grace.
+const FIRST_HEAD_GRACE: Duration = Duration::from_millis(20);
 
 /// Descriptors kept for everything but client connections: database files and connections,
 /// backups, logs.
@@ -70,8 +72,8 @@ impl Room {
     }
 
     /// Asks a connection to close to make room: a new one that has not made a request within
-    /// `grace` (the one connected longest), else, unless new ones are still in their grace, the
-    /// one that has waited longest for its next request. Says when to try again.
+    /// `grace` (the one connected longest), else the one that has waited longest for its next
+    /// request; never a new one in its grace. Says when to try again.
     fn evict_one(&self, grace: Duration) -> Retry {
         let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.values().any(|w| w.evicting.load(Relaxed)) {
@@ -89,7 +91,7 @@ impl Room {
                 Standing::Waiting(since) => waiting = waiting.filter(|(s, _)| *s <= since).or(Some((since, w))),
             }
         }
-        let victim = silent.or(waiting.filter(|_| graced.is_none()));
+        let victim = silent.or(waiting);
         if let Some((_, w)) = victim {
             w.evicting.store(true, Relaxed);
             w.evict.notify_one();
