@@ -3,12 +3,15 @@
 # own work that the machine's noise does not move, for comparing two builds.
 #
 #   bench/callgrind-w1.sh [BIN ...]     (default target/release/coursed; N=3000 requests)
+#   LOG_LEVEL=info bench/callgrind-w1.sh    (the server's --log-level, default warn: info turns
+#                                           the access log on)
 #
 # Each binary serves a generated 10,000-subject catalogue under valgrind; N keep-alive requests
 # for random subjects are sent; the program's total instructions / N is printed (start-up and
 # shutdown included, a few hundred instructions per request at N=3000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/port.sh
 command -v valgrind >/dev/null || { sudo=$([ "$(id -u)" = 0 ] || echo sudo); $sudo apt-get install -y -qq valgrind >/dev/null; }
 n=${N:-3000}
 bins=("$@")
@@ -19,15 +22,9 @@ trap 'rm -rf "$work"' EXIT
 for bin in "${bins[@]}"; do
   cp "$work/w1.db" "$work/run.db"
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$bin" serve --port 0 --database "$work/run.db" \
-    --token bench-token --log-level warn >"$work/server.log" 2>&1 &
+    --token bench-token --log-level "${LOG_LEVEL:-warn}" >"$work/server.log" 2>&1 &
   pid=$!
-  port=
-  for _ in $(seq 1 600); do
-    port=$(grep -o 'listening on http://[0-9.:]*' "$work/server.log" | sed 's/.*://') || true
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || { echo "$bin did not start" >&2; kill "$pid"; exit 1; }
+  port=$(port_of "$work/server.log") || { echo "$bin did not start" >&2; kill "$pid"; exit 1; }
   python3 - "$port" "$work/subject_ids.txt" "$n" <<'PY'
 import http.client, random, sys
 port, ids_file, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])

@@ -5,13 +5,16 @@ use std::sync::Arc;
 use warp::http::HeaderMap;
 
 use crate::error::{Error, Problem};
-use crate::http::Web;
+use crate::http::{AccessLog, Web};
 use crate::jsonapi::Base;
+use crate::server::Limits;
 use crate::store::Db;
 use crate::tokens::{throttle, Auth, Throttle, Tokens};
 
 /// Request bodies larger than this are refused with 413.
 pub const DEFAULT_BODY_LIMIT: usize = 2 << 20;
+/// Request bodies slower than this are refused with 408.
+pub const DEFAULT_BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 pub struct App {
     pub db: Db,
@@ -20,10 +23,16 @@ pub struct App {
     /// Links are built from this origin when set, else from the request's `Host`.
     pub public_url: Option<Base>,
     pub body_limit: usize,
+    /// How long a request's body may take to arrive.
+    pub body_timeout: std::time::Duration,
     /// Refuse writes without `If-Match` (428).
     pub require_if_match: bool,
     /// CORS and compression.
     pub web: Arc<Web>,
+    /// Slow and idle clients, and how many may be connected.
+    pub connections: Limits,
+    /// One line per request, when on.
+    pub access_log: Option<Arc<AccessLog>>,
 }
 
 impl App {
@@ -35,8 +44,11 @@ impl App {
             auth: Auth::new(tokens, Throttle::new(throttle::DEFAULT_LIMIT, throttle::DEFAULT_WINDOW)),
             public_url: None,
             body_limit: DEFAULT_BODY_LIMIT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             require_if_match: false,
             web: Arc::new(Web { compression: true, ..Web::default() }),
+            connections: Limits::default(),
+            access_log: None,
         }
     }
 

@@ -14,6 +14,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once at start: the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the API under http://HOST:PORT/v1 until SIGINT or SIGTERM.
@@ -271,12 +273,49 @@ pub struct ServeArgs {
     /// How many scheduled backups to keep in --backup-dir; older ones are removed.
     #[arg(long, env = "COURSED_BACKUP_KEEP", default_value_t = 28)]
     pub backup_keep: usize,
+
+    /// How long a client may take to send a request's head (request line and headers), counted
+    /// from its first byte (from the opening of the connection for its first request); the
+    /// connection is closed when it is not complete by then.
+    #[arg(long, env = "COURSED_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub header_timeout: std::time::Duration,
+
+    /// How long a connection may stay open with no request in flight (keep-alive between
+    /// requests, or a response the client stopped reading) before it is closed.
+    #[arg(long, env = "COURSED_IDLE_TIMEOUT", default_value = "75s", value_parser = parse_positive_duration)]
+    pub idle_timeout: std::time::Duration,
+
+    /// How long a client may take to send a request's body; a slower upload is answered 408
+    /// and its connection closed.
+    #[arg(long, env = "COURSED_BODY_TIMEOUT", default_value = "60s", value_parser = parse_positive_duration)]
+    pub body_timeout: std::time::Duration,
+
+    /// The most connections open at once. At the cap a new connection makes room by closing one
+    /// that is not serving a request: first one that made no request in its first 20 ms, else
+    /// the one waiting longest for its next request; when all are serving, new connections wait
+    /// in the listen backlog.
+    #[arg(long, env = "COURSED_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
+
+    /// on: one line per request on stderr (at log level info): method, route template, status,
+    /// duration, response bytes and the name of the caller's token; off: none.
+    #[arg(long, env = "COURSED_ACCESS_LOG", value_enum, default_value = "on")]
+    pub access_log: Switch,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Switch {
     On,
     Off,
+}
+
+/// A duration of at least 1 ms.
+fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("{s:?}: must be longer than 0"));
+    }
+    Ok(d)
 }
 
 /// A duration such as `500ms`, `30s`, `5m` or `1h` (a bare number is seconds).

@@ -16,17 +16,18 @@ pub mod jsonapi;
 pub mod mock;
 pub mod openapi;
 pub mod resources;
+pub mod server;
 pub mod store;
 pub mod time;
 pub mod tokens;
 
-use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use app::App;
 use cli::ServeArgs;
 use jsonapi::Base;
+pub use server::serve;
 use tokens::Tokens;
 
 /// How long in-flight requests may run on after a shutdown signal.
@@ -62,8 +63,16 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
     let app = App {
         public_url,
         body_limit: args.body_limit,
+        body_timeout: args.body_timeout,
         require_if_match: args.require_if_match,
         web: Arc::new(web),
+        connections: server::Limits {
+            header_timeout: args.header_timeout,
+            idle_timeout: args.idle_timeout,
+            max_connections: args.max_connections as usize,
+        },
+        access_log: (args.access_log == cli::Switch::On && args.log_level >= log::LevelFilter::Info)
+            .then(http::AccessLog::stderr),
         auth,
         ..App::new(db, Tokens::new([]))
     };
@@ -75,53 +84,4 @@ fn parse_public_url(url: &str) -> Result<Base, String> {
     let bad = || format!("--public-url {url:?} must be like https://school.example or http://host:8080 (no path)");
     let (scheme, rest) = url.split_once("://").ok_or_else(bad)?;
     Base::new(scheme, rest.trim_end_matches('/')).ok_or_else(bad)
-}
-
-/// Serves the API on `listener` until `shutdown` completes, then lets in-flight requests finish
-/// (for at most [`DRAIN`]).
-///
-/// The accept loop is ours rather than `warp::serve`'s so that every connection gets
-/// `TCP_NODELAY`: without it the last segment of a large response waits for the client's
-/// delayed ACK.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    app: Arc<App>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) {
-    use hyper_util::rt::{TokioExecutor, TokioIo};
-    use hyper_util::server::conn::auto::Builder;
-    let routes = http::routes(app);
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(e) => {
-                    // Out of file descriptors and the like: wait a little instead of spinning.
-                    log::warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            () = &mut shutdown => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(warp::service(routes.clone()));
-        let connection = Builder::new(TokioExecutor::new())
-            .serve_connection_with_upgrades(TokioIo::new(stream), service)
-            .into_owned();
-        let connection = http::with_peer(peer, graceful.watch(connection));
-        tokio::spawn(async move {
-            if let Err(e) = connection.await {
-                log::debug!("connection ended: {e}");
-            }
-        });
-    }
-    drop(listener);
-    log::info!("shutting down: finishing in-flight requests");
-    tokio::select! {
-        () = graceful.shutdown() => {}
-        () = tokio::time::sleep(DRAIN) => log::warn!("in-flight requests did not finish within {} s; stopping anyway", DRAIN.as_secs()),
-    }
 }

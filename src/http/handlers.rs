@@ -120,7 +120,7 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
             let base = app.base(&req.headers)?;
             let cond = IfMatch::of(&req.headers, app.require_if_match)?;
-            let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
+            let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
             let changes = body::resource(rt, &bytes, Mode::Update(&id))?;
             let atomicity = if cond.is_absent() { write::atomicity(&changes) } else { Atomicity::Transaction };
             let written = app
@@ -159,7 +159,7 @@ async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Respon
     check_content_type(&req.headers)?;
     let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
     let base = app.base(&req.headers)?;
-    let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
+    let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
     let changes = body::resource(rt, &bytes, Mode::Create)?;
     let written = app
         .db

@@ -6,6 +6,7 @@
 //! path with a wrong method is a 405 with `Allow`, never a fall-through. One `recover` turns the
 //! remaining rejections (no route, no token) into the same JSON:API error document.
 
+mod access;
 mod compress;
 mod conditional;
 mod cors;
@@ -36,6 +37,7 @@ use crate::app::App;
 use crate::resources::{self, ResourceType};
 use crate::tokens::{Caller, Refusal};
 
+pub use access::{AccessLog, Template};
 pub use operations::{ATOMIC, MAX_OPERATIONS};
 pub use reply::{error_reply, JSONAPI};
 pub use web::Web;
@@ -95,6 +97,17 @@ impl Route {
             }
         }
     }
+
+    /// The route's template for the access log; `None` for a relationship its type lacks.
+    pub fn template(&self) -> Option<Template> {
+        Some(match self {
+            Route::Collection(rt) => Template::Collection(rt.name),
+            Route::Operations => Template::Fixed("/v1/operations"),
+            Route::Item(rt, _) => Template::Item(rt.name),
+            Route::Related(rt, _, rel) => Template::Related(rt.name, rt.relationship(rel)?.name),
+            Route::Relationship(rt, _, rel) => Template::Relationship(rt.name, rt.relationship(rel)?.name),
+        })
+    }
 }
 
 /// The parts of a request the handlers use.
@@ -110,19 +123,29 @@ pub struct Req {
 /// else under `/v1` with one.
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let web = app.web.clone();
-    let openapi = warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve);
-    let healthz = warp::path!("healthz").and(warp::method()).map(health::healthz);
+    let log = app.access_log.clone();
+    let fixed = |path| move |r| access::templated(r, Template::Fixed(path));
+    let openapi =
+        warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve).map(fixed("/v1/openapi.json"));
+    let healthz = warp::path!("healthz").and(warp::method()).map(health::healthz).map(fixed("/healthz"));
     let state = app.clone();
-    let readyz = warp::path!("readyz").and(warp::method()).then(move |m| health::readyz(m, state.clone()));
+    let readyz =
+        warp::path!("readyz").and(warp::method()).then(move |m| health::readyz(m, state.clone())).map(fixed("/readyz"));
+    // A path under /v1 that names nothing is answered here, after authorization, so that the
+    // access log names the caller.
     let api = warp::path("v1")
         .and(authorized(app.clone()))
         .untuple_one()
         .and(route().map(Some).or(warp::any().map(|| None)).unify())
         .and(request())
         .and(warp::any().map(move || app.clone()))
-        .then(handlers::dispatch);
+        .then(|headers, caller, route: Option<Route>, method, path, query, body, app| async move {
+            let template = route.as_ref().and_then(Route::template);
+            let answered = handlers::dispatch(headers, caller, route, method, path, query, body, app).await;
+            access::marked(answered, template)
+        });
     let all = openapi.or(healthz).unify().or(readyz).unify().or(api).unify();
-    web::finish(all.recover(reply::rejection).unify(), web)
+    access::logged(web::finish(all.recover(reply::rejection).unify(), web), log)
 }
 
 /// A request refused before routing: no token or a bad one (401), a throttled address (429),

@@ -74,7 +74,7 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
 
     check_content_type(&req.headers)?;
     let cond = IfMatch::of(&req.headers, app.require_if_match)?;
-    let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
+    let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
     let linkage = body::relationship(rel, &bytes)?;
     let how = match req.method {
         Method::PATCH => LinkageWrite::Replace,

@@ -1,11 +1,12 @@
 //! Responses, media-type negotiation, body reading and the one rejection handler.
 
 use std::convert::Infallible;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
 use warp::http::header::{
-    HeaderValue, ACCEPT, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, RETRY_AFTER, WWW_AUTHENTICATE,
+    HeaderValue, ACCEPT, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, LOCATION, RETRY_AFTER, WWW_AUTHENTICATE,
 };
 use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
@@ -58,6 +59,10 @@ pub fn error_reply(e: &Error) -> Response {
         }
         StatusCode::SERVICE_UNAVAILABLE => {
             h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        // The rest of a body that came too slowly is not waited for.
+        StatusCode::REQUEST_TIMEOUT => {
+            h.insert(CONNECTION, HeaderValue::from_static("close"));
         }
         _ => {}
     }
@@ -179,7 +184,18 @@ pub fn check_content_type_ext(headers: &HeaderMap, ext: &str) -> Result<(), Erro
 }
 
 /// Reads the whole body, refusing (413) as soon as it is known to be over `limit` bytes.
-pub async fn read_body(headers: &HeaderMap, mut body: BodyStream, limit: usize) -> Result<Bytes, Error> {
+pub async fn read_body(headers: &HeaderMap, body: BodyStream, limit: usize, timeout: Duration) -> Result<Bytes, Error> {
+    tokio::time::timeout(timeout, read_limited(headers, body, limit)).await.unwrap_or_else(|_| {
+        Err(Problem::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            format!("The body did not arrive within {} s; send it faster, or send less.", timeout.as_secs_f64()),
+        )
+        .into())
+    })
+}
+
+async fn read_limited(headers: &HeaderMap, mut body: BodyStream, limit: usize) -> Result<Bytes, Error> {
     let too_large = || {
         Error::from(Problem::new(
             StatusCode::PAYLOAD_TOO_LARGE,

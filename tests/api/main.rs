@@ -1,8 +1,10 @@
+mod access_log;
 mod backup;
 mod binary;
 mod browser;
 mod bundle;
 mod collections;
+mod connections;
 mod copy;
 mod engines;
 mod errors;

@@ -79,9 +79,12 @@ pub struct Starting {
 }
 
 impl Starting {
+    /// Starts `coursed serve` with `args`, at log level `warn` unless they say otherwise.
     pub fn spawn(args: &[&str]) -> Starting {
+        let quiet: &[&str] = if args.contains(&"--log-level") { &[] } else { &["--log-level", "warn"] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_coursed"))
-            .args(["serve", "--host", "127.0.0.1", "--port", "0", "--log-level", "warn"])
+            .args(["serve", "--host", "127.0.0.1", "--port", "0"])
+            .args(quiet)
             .args(args)
             .env_remove("COURSED_TOKENS")
             .stdout(Stdio::piped())

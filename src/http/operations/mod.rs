@@ -51,7 +51,7 @@ pub async fn operations(app: &App, req: Req) -> Result<Response> {
         return Err(Problem::bad_param(name, "`/operations` takes no query parameters.").into());
     }
     let base = app.base(&req.headers)?;
-    let bytes = read_body(&req.headers, req.body, app.body_limit).await?;
+    let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
     let ops = parse(&bytes)?;
     let required = app.require_if_match;
     let outcomes = app

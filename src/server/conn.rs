@@ -1,0 +1,317 @@
+//! One connection and its watchdog: what its reads, writes and requests tell about it, and the
+//! deadlines that follow (a request head, an idle keep-alive, a response the client stopped
+//! reading), checked by a timer in the connection's own task.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use hyper_util::server::graceful::GracefulConnection;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{watch, Notify};
+use warp::http::{Request, Version};
+
+use super::Limits;
+
+/// Times of every connection are milliseconds after this, so that they compare.
+static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
+
+/// What a connection's reads, writes and requests tell its watchdog. Times are milliseconds
+/// after [`EPOCH`]; every field is touched by one connection (and its HTTP/2 streams), so
+/// relaxed atomics suffice.
+pub struct Watch {
+    /// Requests being handled (HTTP/2 runs several at once).
+    busy: AtomicU32,
+    /// When the first byte of a request head arrived, plus one; 0 while none is arriving. A
+    /// new connection starts out waiting for its first head.
+    head_since: AtomicU64,
+    /// When the last request was answered (its handler finished).
+    idle_since: AtomicU64,
+    /// Writes that made progress so far: a response the client reads slowly is not idle.
+    writes: AtomicU64,
+    /// HTTP/2: frames between requests (pings, settings) are not a request head.
+    h2: AtomicBool,
+    /// Whether a request was ever made on the connection.
+    asked: AtomicBool,
+    /// Asked to close to make room for a new connection.
+    pub(super) evicting: AtomicBool,
+    pub(super) evict: Notify,
+    /// Told when a request ends, while the server waits for room (see [`super::Room`]).
+    room: Arc<super::Room>,
+}
+
+impl Watch {
+    pub fn new(room: Arc<super::Room>) -> Watch {
+        let now = now();
+        Watch {
+            busy: AtomicU32::new(0),
+            head_since: AtomicU64::new(now + 1),
+            idle_since: AtomicU64::new(now),
+            writes: AtomicU64::new(0),
+            h2: AtomicBool::new(false),
+            asked: AtomicBool::new(false),
+            evicting: AtomicBool::new(false),
+            evict: Notify::new(),
+            room,
+        }
+    }
+
+    /// Whether a request is being handled: such a connection is never closed by a deadline.
+    pub fn is_busy(&self) -> bool {
+        self.busy.load(Relaxed) > 0
+    }
+
+    /// What the connection is doing, for choosing one to close to make room.
+    pub fn standing(&self) -> Standing {
+        if self.is_busy() {
+            return Standing::Busy;
+        }
+        let since = match self.head_since.load(Relaxed) {
+            0 => self.idle_since.load(Relaxed),
+            head => head - 1,
+        };
+        if self.asked.load(Relaxed) {
+            Standing::Waiting(since)
+        } else {
+            Standing::New(since)
+        }
+    }
+
+    fn read(&self) {
+        if self.head_since.load(Relaxed) == 0 && !self.is_busy() && !self.h2.load(Relaxed) {
+            self.head_since.store(now() + 1, Relaxed);
+        }
+    }
+
+    fn begin(&self, version: Version) {
+        self.busy.fetch_add(1, Relaxed);
+        self.head_since.store(0, Relaxed);
+        self.asked.store(true, Relaxed);
+        if version == Version::HTTP_2 {
+            self.h2.store(true, Relaxed);
+        }
+    }
+
+    fn end(&self) {
+        if self.busy.fetch_sub(1, Relaxed) == 1 {
+            self.idle_since.store(now(), Relaxed);
+            self.room.request_ended();
+        }
+    }
+
+    /// How long until the connection is due to close (`None`: now). `progress` is what the
+    /// watchdog saw of the writes: their count, and when it last changed.
+    fn due(&self, limits: &Limits, progress: &mut (u64, u64)) -> Option<Duration> {
+        let recheck = limits.header_timeout.min(limits.idle_timeout);
+        if self.is_busy() {
+            return Some(recheck);
+        }
+        let now = now();
+        let writes = self.writes.load(Relaxed);
+        if writes != progress.0 {
+            *progress = (writes, now);
+        }
+        let head = self.head_since.load(Relaxed);
+        let deadline = if head != 0 {
+            head - 1 + limits.header_timeout.as_millis() as u64
+        } else {
+            self.idle_since.load(Relaxed).max(progress.1) + limits.idle_timeout.as_millis() as u64
+        };
+        // Waking at least every `recheck` lets a head that starts arriving in the meantime
+        // have its own (earlier) deadline on time.
+        let left = deadline.checked_sub(now).filter(|&ms| ms > 0)?;
+        Some(Duration::from_millis(left).min(recheck))
+    }
+}
+
+/// Milliseconds since [`EPOCH`].
+pub fn now() -> u64 {
+    EPOCH.elapsed().as_millis() as u64
+}
+
+pub enum Standing {
+    /// Serving a request.
+    Busy,
+    /// Opened at this time and has not made a request yet.
+    New(u64),
+    /// Has made requests, and waits for the next since this time.
+    Waiting(u64),
+}
+
+/// Drives `conn` until it ends, closing it when a deadline passes, when the server needs its
+/// room, or (once its requests are answered) when the server stops.
+pub async fn run<C>(conn: C, watch: Arc<Watch>, limits: Limits, mut stop: watch::Receiver<bool>)
+where
+    C: GracefulConnection,
+    C::Error: std::fmt::Display,
+{
+    let mut conn = std::pin::pin!(conn);
+    let timer = tokio::time::sleep(limits.header_timeout.min(limits.idle_timeout));
+    let mut timer = std::pin::pin!(timer);
+    let mut progress = (0, 0);
+    // Closing an HTTP/2 connection says GOAWAY first and gives it a moment; an HTTP/1
+    // connection that is not serving a request has nothing to be told.
+    let mut closing = false;
+    loop {
+        let close = tokio::select! {
+            ended = conn.as_mut() => {
+                if let Err(e) = ended {
+                    log::debug!("connection ended: {e}");
+                }
+                return;
+            }
+            () = &mut timer => {
+                if closing {
+                    return;
+                }
+                match watch.due(&limits, &mut progress) {
+                    Some(left) => {
+                        timer.as_mut().reset(tokio::time::Instant::now() + left);
+                        false
+                    }
+                    None => true,
+                }
+            }
+            () = watch.evict.notified(), if !closing => {
+                watch.evicting.store(false, Relaxed);
+                !watch.is_busy()
+            }
+            _ = stop.changed(), if !closing => {
+                if watch.is_busy() {
+                    // Answer what is in flight, then close.
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                    timer.as_mut().reset(tokio::time::Instant::now() + crate::DRAIN);
+                    false
+                } else {
+                    true
+                }
+            }
+        };
+        if close {
+            if !watch.h2.load(Relaxed) {
+                return;
+            }
+            conn.as_mut().graceful_shutdown();
+            closing = true;
+            timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(1));
+        }
+    }
+}
+
+/// The connection's socket, its reads and writes reported to its [`Watch`].
+pub struct Watched<T> {
+    io: T,
+    watch: Arc<Watch>,
+}
+
+impl<T> Watched<T> {
+    pub fn new(io: T, watch: Arc<Watch>) -> Watched<T> {
+        Watched { io, watch }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.watch.read();
+        }
+        polled
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.wrote(&polled);
+        polled
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.wrote(&polled);
+        polled
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl<T> Watched<T> {
+    fn wrote(&self, polled: &Poll<io::Result<usize>>) {
+        if matches!(polled, Poll::Ready(Ok(n)) if *n > 0) {
+            self.watch.writes.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// A service whose requests are counted as in flight from their call until their handler's
+/// future is done (or dropped).
+#[derive(Clone)]
+pub struct Tracked<S> {
+    inner: S,
+    watch: Arc<Watch>,
+}
+
+impl<S> Tracked<S> {
+    pub fn new(inner: S, watch: Arc<Watch>) -> Tracked<S> {
+        Tracked { inner, watch }
+    }
+}
+
+impl<S, B> warp::hyper::service::Service<Request<B>> for Tracked<S>
+where
+    S: warp::hyper::service::Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = InFlight<S::Future>;
+
+    fn call(&self, req: Request<B>) -> Self::Future {
+        self.watch.begin(req.version());
+        InFlight { inner: self.inner.call(req), _busy: Busy(self.watch.clone()) }
+    }
+}
+
+struct Busy(Arc<Watch>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A request's handler, counted as in flight until it is dropped.
+    pub struct InFlight<F> {
+        #[pin]
+        inner: F,
+        _busy: Busy,
+    }
+}
+
+impl<F: Future> Future for InFlight<F> {
+    type Output = F::Output;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        self.project().inner.poll(cx)
+    }
+}
