@@ -19,10 +19,11 @@ use crate::resources::{Relationship, ResourceType, TYPES};
 
 /// The statuses each kind of operation can answer with besides its success.
 const READ_ERRORS: &[u16] = &[400, 401, 404, 406, 500, 503];
-const WRITE_ERRORS: &[u16] = &[400, 401, 403, 404, 406, 409, 413, 415, 422, 500, 503];
+/// A write with a body: 408 when the body arrives slower than `--body-timeout`.
+const WRITE_ERRORS: &[u16] = &[400, 401, 403, 404, 406, 408, 409, 413, 415, 422, 500, 503];
 /// A delete is a write: a read-only token gets 403.
 const DELETE_ERRORS: &[u16] = &[400, 401, 403, 404, 406, 500, 503];
-const LINKAGE_WRITE_ERRORS: &[u16] = &[400, 401, 403, 404, 406, 413, 415, 422, 500, 503];
+const LINKAGE_WRITE_ERRORS: &[u16] = &[400, 401, 403, 404, 406, 408, 413, 415, 422, 500, 503];
 
 /// The document served at `/v1/openapi.json`.
 pub fn document() -> Value {
@@ -49,7 +50,7 @@ pub fn document() -> Value {
     web::add_web(&mut paths);
     add_throttled(&mut paths);
     add_links(&mut paths);
-    let responses: Map<String, Value> = [400, 401, 403, 404, 406, 409, 412, 413, 415, 422, 428, 429, 500, 503]
+    let responses: Map<String, Value> = [400, 401, 403, 404, 406, 408, 409, 412, 413, 415, 422, 428, 429, 500, 503]
         .iter()
         .map(|s| (s.to_string(), error_response(*s)))
         .collect();
@@ -93,6 +94,10 @@ fn error_response(status: u16) -> Value {
         403 => {
             "Forbidden: the token is read-only (scope read, code `read_only_token`), or the change breaks a rule of \
             the API (a chapter left without a subject)."
+        }
+        408 => {
+            "Request Timeout: the body did not arrive within the server's body timeout (`--body-timeout`); \
+            nothing was changed and the connection is closed."
         }
         429 => {
             "Too Many Requests: this address sent too many refused tokens; every request from it that needs a \

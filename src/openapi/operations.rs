@@ -10,7 +10,7 @@ use crate::http::{ATOMIC, MAX_OPERATIONS};
 use crate::resources::{ResourceType, TYPES};
 
 /// The statuses `POST /operations` answers besides its successes.
-const ERRORS: &[u16] = &[400, 401, 403, 404, 406, 409, 412, 413, 415, 422, 428, 500, 503];
+const ERRORS: &[u16] = &[400, 401, 403, 404, 406, 408, 409, 412, 413, 415, 422, 428, 500, 503];
 
 /// The media type of atomic requests and results.
 fn media() -> String {

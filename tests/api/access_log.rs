@@ -79,6 +79,13 @@ async fn each_request_is_logged_with_its_route_template_and_the_token_name_never
     let (status, _, body) =
         t.exchange(t.req("GET", "/v1/modules").header("authorization", "Bearer not-the-token")).await;
     sent.push((status.as_u16(), body.len()));
+    // A token kept in the database is logged by its own name.
+    let database = t.database.clone();
+    let named =
+        tokio::task::spawn_blocking(move || crate::tokens::create(&database, "teacher-laptop", "read")).await.unwrap();
+    let (status, _, body) =
+        t.exchange(t.req("GET", &format!("/v1/modules/{m}")).header("authorization", format!("Bearer {named}"))).await;
+    sent.push((status.as_u16(), body.len()));
     log.flush();
 
     let lines = sink.take();
@@ -92,6 +99,7 @@ async fn each_request_is_logged_with_its_route_template_and_the_token_name_never
         ("GET", "/healthz", 200, "-"),
         ("POST", "/v1/modules", 201, "config"),
         ("GET", "-", 401, "-"),
+        ("GET", "/v1/modules/{id}", 200, "teacher-laptop"),
     ];
     assert_eq!(lines.len(), expected.len(), "{lines:#?}");
     for ((line, (method, route, status, caller)), (sent_status, sent_bytes)) in lines.iter().zip(expected).zip(sent) {
@@ -107,7 +115,7 @@ async fn each_request_is_logged_with_its_route_template_and_the_token_name_never
     }
     let all = lines.join("\n");
     let created_id = created.id();
-    for secret in [TOKEN, "not-the-token", &s, &m, &created_id, "include", "fields", secret_title, "nowhere"] {
+    for secret in [TOKEN, "not-the-token", &named, &s, &m, &created_id, "include", "fields", secret_title, "nowhere"] {
         assert!(!all.contains(secret), "{secret:?} in the access log:\n{all}");
     }
 }

@@ -28,7 +28,7 @@ fn coursed_token(database: &str, args: &[&str]) -> (bool, String, String) {
 }
 
 /// A new token named `name` of `scope` in `database`, made by the binary.
-fn create(database: &str, name: &str, scope: &str) -> String {
+pub(crate) fn create(database: &str, name: &str, scope: &str) -> String {
     let (ok, out, err) = coursed_token(database, &["create", "--name", name, "--scope", scope]);
     assert!(ok, "token create failed: {err}");
     assert!(err.contains(name), "{err}");
