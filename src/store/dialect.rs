@@ -2,6 +2,10 @@
 //! declarations and runs unchanged on both (placeholders are written `?` and numbered for
 //! PostgreSQL when a statement is prepared, see [`numbered`]).
 
+use super::tx::Value;
+use crate::resources::ResourceType;
+use crate::search::SearchQuery;
+
 /// The SQL dialect of an engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -52,6 +56,23 @@ impl Dialect {
         match self {
             Dialect::Sqlite => Some("PRAGMA mmap_size = 0"),
             Dialect::Postgres => None,
+        }
+    }
+
+    /// The text `hay` contains the text `needle` (both SQL expressions).
+    pub fn contains(self, hay: &str, needle: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("instr({hay}, {needle}) > 0"),
+            Dialect::Postgres => format!("strpos({hay}, {needle}) > 0"),
+        }
+    }
+
+    /// The condition that a row of `rt` matches the search `q`, with its parameters: each
+    /// engine queries its own index (see `sqlite/search.rs` and `postgres/search.rs`).
+    pub fn search_match(self, rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
+        match self {
+            Dialect::Sqlite => super::sqlite::search::matching(rt, q),
+            Dialect::Postgres => super::postgres::search::matching(rt, q),
         }
     }
 

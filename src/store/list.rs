@@ -4,7 +4,7 @@ use super::paging::STRIDE;
 use super::select::{for_each, RowFields, Selection};
 use super::tx::{snapshot, Tx, Value};
 use crate::error::Result;
-use crate::jsonapi::query::{Filter, FilterValue, Query, SortKey};
+use crate::jsonapi::query::{Filter, FilterValue, Query, SortKey, RELEVANCE};
 use crate::resources::{Kind, Relationship, ResourceType};
 
 /// One page of a collection: calls `each` for its rows in order and returns the total count.
@@ -43,6 +43,11 @@ pub fn list(
             }
             Filter::Nothing => wheres.push("1 = 0".into()),
         }
+    }
+    if let Some(search) = &q.search {
+        let (condition, values) = dialect.search_match(rt, search);
+        wheres.push(condition);
+        params.extend(values);
     }
     // The count is kept in `row_counts` for the whole table and for one parent's children.
     let whole = wheres.is_empty() && parents.is_empty();
@@ -84,10 +89,13 @@ pub fn list(
             None => tx.pages().want(rt.table),
         }
     }
-    let order = match (q.sort.is_empty(), scope) {
-        (true, Some((rel, _))) => rel.fk.children_order.to_owned(),
-        (true, None) => "id".to_owned(),
-        (false, _) => order_by(rt, &q.sort),
+    let relevance = q.search.as_ref().map(|s| super::search::relevance(dialect, rt, s));
+    let order = match (q.sort.is_empty(), scope, &relevance) {
+        // A search without a sort: best match first.
+        (true, _, Some(score)) => format!("{score} DESC, id"),
+        (true, Some((rel, _)), None) => rel.fk.children_order.to_owned(),
+        (true, None, None) => "id".to_owned(),
+        (false, _, _) => order_by(rt, &q.sort, relevance.as_deref()),
     };
     let sql = format!("SELECT {} FROM {}{filter} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table);
     params.push(Value::Int(q.page.size as i64));
@@ -110,10 +118,13 @@ fn counted(tx: &mut dyn Tx, tbl: String, parent: String) -> Result<(u64, i64)> {
 
 /// The `ORDER BY` of `sort`, ending with `id`. Nulls come first in ascending order on every
 /// engine (SQLite's rule; PostgreSQL's default is the opposite).
-fn order_by(rt: &ResourceType, sort: &[SortKey]) -> String {
+fn order_by(rt: &ResourceType, sort: &[SortKey], relevance: Option<&str>) -> String {
     let mut keys: Vec<String> = sort
         .iter()
         .map(|k| {
+            if let (RELEVANCE, Some(score)) = (k.column, relevance) {
+                return format!("{score} DESC");
+            }
             let nullable = rt.attribute(k.column).is_some_and(|a| a.kind == Kind::NullableText);
             match (k.descending, nullable) {
                 (false, false) => k.column.to_owned(),

@@ -7,7 +7,9 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
-const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql"), SEARCH];
+/// Search: words columns and FTS5 indexes; the words of existing rows are computed after it.
+const SEARCH: &str = include_str!("../../../migrations/sqlite/0003-search.sql");
 /// How long opening waits for another process that is migrating the same file.
 const MIGRATION_WAIT: Duration = Duration::from_secs(60);
 /// Marks a file as a coursed database ("crsd").
@@ -90,6 +92,13 @@ fn migrate(c: &mut Connection) -> Result<(), String> {
     }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(step).map_err(|e| format!("migration {} failed: {e}", i + 1))?;
+        if *step == SEARCH && version > 0 {
+            let shared = crate::store::tx::Shared::default();
+            let rows = crate::store::search::backfill_all(&mut super::tx::SqliteTx { conn: &tx, shared: &shared })
+                .map_err(|e| format!("migration {} failed: {e}", i + 1))?;
+            super::search::rebuild(&tx).map_err(|e| format!("migration {} failed: {e}", i + 1))?;
+            log::info!("search words computed for {rows} existing resources");
+        }
     }
     if version < known {
         tx.pragma_update(None, "user_version", known).map_err(sql)?;

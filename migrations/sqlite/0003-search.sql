@@ -1,0 +1,66 @@
+-- coursed schema, SQLite: full-text search (src/search).
+--
+-- Each searchable attribute has a words column: its text as search words (HTML removed from a
+-- module's content, compatibility-decomposed, lower case, without accents, split into runs of
+-- letters and digits, space-separated). coursed computes the words itself, in every statement
+-- that writes the text; the database only indexes them. The FTS5 index of a table reads the
+-- words columns (external content, keyed by rowid); its `ascii` tokenizer splits only at the
+-- spaces, since a word holds nothing else. Triggers keep the index in step with the table in
+-- the same transaction as every insert, update and delete, cascades included.
+--
+-- The words of rows that existed before this migration are computed by coursed right after
+-- it, in the same transaction, and the indexes rebuilt then.
+
+
+ALTER TABLE modules ADD COLUMN title_words TEXT NOT NULL DEFAULT '';
+ALTER TABLE modules ADD COLUMN introduction_words TEXT NOT NULL DEFAULT '';
+ALTER TABLE modules ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
+
+CREATE VIRTUAL TABLE modules_search USING fts5(title_words, introduction_words, content_words, content='modules', tokenize='ascii', columnsize=0);
+
+CREATE TRIGGER modules_search_insert AFTER INSERT ON modules BEGIN
+    INSERT INTO modules_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
+END;
+CREATE TRIGGER modules_search_delete AFTER DELETE ON modules BEGIN
+    INSERT INTO modules_search (modules_search, rowid, title_words, introduction_words, content_words) VALUES ('delete', OLD.rowid, OLD.title_words, OLD.introduction_words, OLD.content_words);
+END;
+CREATE TRIGGER modules_search_update AFTER UPDATE OF title_words, introduction_words, content_words ON modules
+WHEN OLD.title_words IS NOT NEW.title_words OR OLD.introduction_words IS NOT NEW.introduction_words OR OLD.content_words IS NOT NEW.content_words BEGIN
+    INSERT INTO modules_search (modules_search, rowid, title_words, introduction_words, content_words) VALUES ('delete', OLD.rowid, OLD.title_words, OLD.introduction_words, OLD.content_words);
+    INSERT INTO modules_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
+END;
+
+ALTER TABLE subjects ADD COLUMN title_words TEXT NOT NULL DEFAULT '';
+ALTER TABLE subjects ADD COLUMN introduction_words TEXT NOT NULL DEFAULT '';
+ALTER TABLE subjects ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
+
+CREATE VIRTUAL TABLE subjects_search USING fts5(title_words, introduction_words, content_words, content='subjects', tokenize='ascii', columnsize=0);
+
+CREATE TRIGGER subjects_search_insert AFTER INSERT ON subjects BEGIN
+    INSERT INTO subjects_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
+END;
+CREATE TRIGGER subjects_search_delete AFTER DELETE ON subjects BEGIN
+    INSERT INTO subjects_search (subjects_search, rowid, title_words, introduction_words, content_words) VALUES ('delete', OLD.rowid, OLD.title_words, OLD.introduction_words, OLD.content_words);
+END;
+CREATE TRIGGER subjects_search_update AFTER UPDATE OF title_words, introduction_words, content_words ON subjects
+WHEN OLD.title_words IS NOT NEW.title_words OR OLD.introduction_words IS NOT NEW.introduction_words OR OLD.content_words IS NOT NEW.content_words BEGIN
+    INSERT INTO subjects_search (subjects_search, rowid, title_words, introduction_words, content_words) VALUES ('delete', OLD.rowid, OLD.title_words, OLD.introduction_words, OLD.content_words);
+    INSERT INTO subjects_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
+END;
+
+ALTER TABLE chapters ADD COLUMN title_words TEXT NOT NULL DEFAULT '';
+ALTER TABLE chapters ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
+
+CREATE VIRTUAL TABLE chapters_search USING fts5(title_words, content_words, content='chapters', tokenize='ascii', columnsize=0);
+
+CREATE TRIGGER chapters_search_insert AFTER INSERT ON chapters BEGIN
+    INSERT INTO chapters_search (rowid, title_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.content_words);
+END;
+CREATE TRIGGER chapters_search_delete AFTER DELETE ON chapters BEGIN
+    INSERT INTO chapters_search (chapters_search, rowid, title_words, content_words) VALUES ('delete', OLD.rowid, OLD.title_words, OLD.content_words);
+END;
+CREATE TRIGGER chapters_search_update AFTER UPDATE OF title_words, content_words ON chapters
+WHEN OLD.title_words IS NOT NEW.title_words OR OLD.content_words IS NOT NEW.content_words BEGIN
+    INSERT INTO chapters_search (chapters_search, rowid, title_words, content_words) VALUES ('delete', OLD.rowid, OLD.title_words, OLD.content_words);
+    INSERT INTO chapters_search (rowid, title_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.content_words);
+END;

@@ -1,0 +1,36 @@
+//! Search on PostgreSQL: a `tsquery` over the `search` column (a GIN-indexed tsvector of the
+//! words, see migrations/postgres/0003-search.sql), and phrases checked on the words columns.
+
+use crate::resources::ResourceType;
+use crate::search::{self, SearchQuery};
+use crate::store::Value;
+
+/// The rows of `rt` that match `q`. The tsvector holds each word of the row once, without
+/// positions: every word of every term is required of it (the last of a prefix term as a
+/// prefix, `:*`), and a term of several words must also be found, in that order, in the words
+/// of one attribute: what [`crate::search::Term`] defines.
+pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
+    let mut sql = "search @@ CAST(? AS tsquery)".to_owned();
+    let mut params = vec![Value::Text(tsquery(q))];
+    for t in q.terms.iter().filter(|t| t.words.len() > 1) {
+        let any: Vec<String> = search::columns(rt)
+            .map(|(_, how)| format!("strpos({}, ?) > 0", crate::store::search::padded(how.column)))
+            .collect();
+        sql.push_str(&format!(" AND ({})", any.join(" OR ")));
+        params.extend(search::columns(rt).map(|_| Value::Text(t.needle())));
+    }
+    (sql, params)
+}
+
+/// The tsquery text of `q`: its words quoted as lexemes (taken as they are, no parser), all
+/// required. Words hold only letters and digits, never a quote or a backslash.
+pub fn tsquery(q: &SearchQuery) -> String {
+    let mut parts = Vec::new();
+    for t in &q.terms {
+        for (i, w) in t.words.iter().enumerate() {
+            let prefix = t.prefix && i + 1 == t.words.len();
+            parts.push(format!("'{w}'{}", if prefix { ":*" } else { "" }));
+        }
+    }
+    parts.join(" & ")
+}

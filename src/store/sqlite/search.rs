@@ -1,0 +1,30 @@
+//! Search on SQLite: an FTS5 query over a table's index (`{table}_search`, see
+//! migrations/sqlite/0003-search.sql).
+
+use crate::resources::ResourceType;
+use crate::search::SearchQuery;
+use crate::store::Value;
+
+/// The rows of `rt` that match `q`: every term is an FTS5 phrase (`"w1 w2"`, with `*` for a
+/// prefix), all of them required. The tokenizer splits the words at spaces only, as they were
+/// stored, and a phrase matches within one column: what [`crate::search::Term`] defines.
+pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
+    let sql = format!("rowid IN (SELECT rowid FROM {t}_search WHERE {t}_search MATCH ?)", t = rt.table);
+    (sql, vec![Value::Text(fts5_query(q))])
+}
+
+/// The FTS5 query string of `q`. Words hold only letters and digits, never a `"`.
+pub fn fts5_query(q: &SearchQuery) -> String {
+    let terms: Vec<String> =
+        q.terms.iter().map(|t| format!("\"{}\"{}", t.words.join(" "), if t.prefix { " *" } else { "" })).collect();
+    terms.join(" AND ")
+}
+
+/// Rebuilds every search index from the words columns (after they were computed for rows
+/// that existed before the index).
+pub fn rebuild(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+    for rt in crate::resources::TYPES {
+        conn.execute_batch(&format!("INSERT INTO {t}_search ({t}_search) VALUES ('rebuild')", t = rt.table))?;
+    }
+    Ok(())
+}
