@@ -8,13 +8,21 @@
 -- spaces, since a word holds nothing else. Triggers keep the index in step with the table in
 -- the same transaction as every insert, update and delete, cascades included.
 --
--- The words of rows that existed before this migration are computed by coursed right after
--- it, in the same transaction, and the indexes rebuilt then.
-
+-- Runs in two parts, in one transaction: the words columns; then (at the marker below) coursed
+-- computes the words of the rows that exist, and the indexes and triggers are made and filled.
 
 ALTER TABLE modules ADD COLUMN title_words TEXT NOT NULL DEFAULT '';
 ALTER TABLE modules ADD COLUMN introduction_words TEXT NOT NULL DEFAULT '';
 ALTER TABLE modules ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
+
+ALTER TABLE subjects ADD COLUMN title_words TEXT NOT NULL DEFAULT '';
+ALTER TABLE subjects ADD COLUMN introduction_words TEXT NOT NULL DEFAULT '';
+ALTER TABLE subjects ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
+
+ALTER TABLE chapters ADD COLUMN title_words TEXT NOT NULL DEFAULT '';
+ALTER TABLE chapters ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
+
+-- coursed: words of existing rows
 
 CREATE VIRTUAL TABLE modules_search USING fts5(title_words, introduction_words, content_words, content='modules', tokenize='ascii', columnsize=0);
 
@@ -30,10 +38,6 @@ WHEN OLD.title_words IS NOT NEW.title_words OR OLD.introduction_words IS NOT NEW
     INSERT INTO modules_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
 END;
 
-ALTER TABLE subjects ADD COLUMN title_words TEXT NOT NULL DEFAULT '';
-ALTER TABLE subjects ADD COLUMN introduction_words TEXT NOT NULL DEFAULT '';
-ALTER TABLE subjects ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
-
 CREATE VIRTUAL TABLE subjects_search USING fts5(title_words, introduction_words, content_words, content='subjects', tokenize='ascii', columnsize=0);
 
 CREATE TRIGGER subjects_search_insert AFTER INSERT ON subjects BEGIN
@@ -48,9 +52,6 @@ WHEN OLD.title_words IS NOT NEW.title_words OR OLD.introduction_words IS NOT NEW
     INSERT INTO subjects_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
 END;
 
-ALTER TABLE chapters ADD COLUMN title_words TEXT NOT NULL DEFAULT '';
-ALTER TABLE chapters ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
-
 CREATE VIRTUAL TABLE chapters_search USING fts5(title_words, content_words, content='chapters', tokenize='ascii', columnsize=0);
 
 CREATE TRIGGER chapters_search_insert AFTER INSERT ON chapters BEGIN
@@ -64,3 +65,8 @@ WHEN OLD.title_words IS NOT NEW.title_words OR OLD.content_words IS NOT NEW.cont
     INSERT INTO chapters_search (chapters_search, rowid, title_words, content_words) VALUES ('delete', OLD.rowid, OLD.title_words, OLD.content_words);
     INSERT INTO chapters_search (rowid, title_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.content_words);
 END;
+
+
+INSERT INTO modules_search (modules_search) VALUES ('rebuild');
+INSERT INTO subjects_search (subjects_search) VALUES ('rebuild');
+INSERT INTO chapters_search (chapters_search) VALUES ('rebuild');

@@ -16,4 +16,5 @@ mod process;
 mod relationships;
 mod replicas;
 mod resources;
+mod search;
 mod web;

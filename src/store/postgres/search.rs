@@ -10,7 +10,7 @@ use crate::store::Value;
 /// prefix, `:*`), and a term of several words must also be found, in that order, in the words
 /// of one attribute: what [`crate::search::Term`] defines.
 pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
-    let mut sql = "search @@ CAST(? AS tsquery)".to_owned();
+    let mut sql = "search @@ CAST(CAST(? AS text) AS tsquery)".to_owned();
     let mut params = vec![Value::Text(tsquery(q))];
     for t in q.terms.iter().filter(|t| t.words.len() > 1) {
         let any: Vec<String> = search::columns(rt)

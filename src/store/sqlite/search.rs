@@ -19,12 +19,3 @@ pub fn fts5_query(q: &SearchQuery) -> String {
         q.terms.iter().map(|t| format!("\"{}\"{}", t.words.join(" "), if t.prefix { " *" } else { "" })).collect();
     terms.join(" AND ")
 }
-
-/// Rebuilds every search index from the words columns (after they were computed for rows
-/// that existed before the index).
-pub fn rebuild(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
-    for rt in crate::resources::TYPES {
-        conn.execute_batch(&format!("INSERT INTO {t}_search ({t}_search) VALUES ('rebuild')", t = rt.table))?;
-    }
-    Ok(())
-}
