@@ -250,6 +250,14 @@ async fn the_index_follows_every_write() {
     // The excerpt follows, too.
     let r = t.get("/v1/subjects?filter[search]=green").await;
     assert_eq!(r.data()[0]["meta"]["search"]["excerpt"], "<mark>green</mark> pigment");
+    // A backup (a SQLite file, from either engine) searches as its source does.
+    let output = dir.path().join("backup.db");
+    let (database, out) = (t.database.clone(), output.clone());
+    tokio::task::spawn_blocking(move || coursed::backup::backup(&database, &out, false)).await.unwrap().unwrap();
+    let restored = TestApp::open(Engine::Sqlite, output.to_str().unwrap()).await.unwrap();
+    for text in ["pigment", "zoology", "thermo*", "\"heat death\"", "mitochondria", "light"] {
+        assert_eq!(search(&restored, s, text).await, search(&t, s, text).await, "{text}");
+    }
 }
 
 on_both!(a_database_made_before_search_is_migrated_and_indexed);
