@@ -6,7 +6,8 @@
 -- that writes the text; the database only indexes them. The FTS5 index of a table reads the
 -- words columns (external content, keyed by rowid); its `ascii` tokenizer splits only at the
 -- spaces, since a word holds nothing else. Triggers keep the index in step with the table in
--- the same transaction as every insert, update and delete, cascades included.
+-- the same transaction as every insert, update and delete, cascades included. The fts5vocab
+-- table of an index counts the rows holding each word: the total of a one-word search.
 --
 -- Runs in two parts, in one transaction: the words columns; then (at the marker below) coursed
 -- computes the words of the rows that exist, and the indexes and triggers are made and filled.
@@ -25,6 +26,7 @@ ALTER TABLE chapters ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
 -- coursed: words of existing rows
 
 CREATE VIRTUAL TABLE modules_search USING fts5(title_words, introduction_words, content_words, content='modules', tokenize='ascii', columnsize=0);
+CREATE VIRTUAL TABLE modules_search_vocab USING fts5vocab(modules_search, 'row');
 
 CREATE TRIGGER modules_search_insert AFTER INSERT ON modules BEGIN
     INSERT INTO modules_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
@@ -39,6 +41,7 @@ WHEN OLD.title_words IS NOT NEW.title_words OR OLD.introduction_words IS NOT NEW
 END;
 
 CREATE VIRTUAL TABLE subjects_search USING fts5(title_words, introduction_words, content_words, content='subjects', tokenize='ascii', columnsize=0);
+CREATE VIRTUAL TABLE subjects_search_vocab USING fts5vocab(subjects_search, 'row');
 
 CREATE TRIGGER subjects_search_insert AFTER INSERT ON subjects BEGIN
     INSERT INTO subjects_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
@@ -53,6 +56,7 @@ WHEN OLD.title_words IS NOT NEW.title_words OR OLD.introduction_words IS NOT NEW
 END;
 
 CREATE VIRTUAL TABLE chapters_search USING fts5(title_words, content_words, content='chapters', tokenize='ascii', columnsize=0);
+CREATE VIRTUAL TABLE chapters_search_vocab USING fts5vocab(chapters_search, 'row');
 
 CREATE TRIGGER chapters_search_insert AFTER INSERT ON chapters BEGIN
     INSERT INTO chapters_search (rowid, title_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.content_words);

@@ -76,6 +76,15 @@ impl Dialect {
         }
     }
 
+    /// A statement counting the rows of `rt` that match the search `q` when nothing else
+    /// filters them, if the engine has one cheaper than counting the rows of the condition.
+    pub fn search_count(self, rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)> {
+        match self {
+            Dialect::Sqlite => Some(super::sqlite::search::count(rt, q)),
+            Dialect::Postgres => None,
+        }
+    }
+
     /// `a` differs from `b`, nulls compared as values.
     pub fn distinct(self, a: &str, b: &str) -> String {
         match self {

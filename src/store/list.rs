@@ -56,6 +56,7 @@ pub fn list(
         (true, [(column, Some(parent))]) => Some((format!("{}.{column}", rt.table), (*parent).to_owned())),
         _ => None,
     };
+    let parents_given = !parents.is_empty();
     for (column, parent) in parents {
         match parent {
             Some(p) => {
@@ -67,9 +68,16 @@ pub fn list(
     }
     let mut filter = if wheres.is_empty() { String::new() } else { format!(" WHERE {}", wheres.join(" AND ")) };
 
-    let (total, gen) = match counter {
-        Some((tbl, parent)) => counted(tx, tbl, parent)?,
-        None => {
+    let search_count = match (&q.search, wheres.len(), parents_given) {
+        (Some(search), 1, false) => dialect.search_count(rt, search),
+        _ => None,
+    };
+    let (total, gen) = match (counter, search_count) {
+        (Some((tbl, parent)), _) => counted(tx, tbl, parent)?,
+        (None, Some((sql, values))) => {
+            (tx.first(&sql, &values)?.and_then(|v| v.cell().as_i64()).unwrap_or(0).max(0) as u64, 0)
+        }
+        (None, None) => {
             let sql = format!("SELECT count(*) FROM {}{filter}", rt.table);
             (tx.first(&sql, &params)?.and_then(|v| v.cell().as_i64()).unwrap_or(0).max(0) as u64, 0)
         }

@@ -16,7 +16,11 @@ fn titles(r: &Resp) -> Vec<String> {
 async fn search(t: &TestApp, path: &str, text: &str) -> Vec<String> {
     let sep = if path.contains('?') { '&' } else { '?' };
     let q: String = form_urlencoded::byte_serialize(text.as_bytes()).collect();
-    titles(&t.get(&format!("{path}{sep}filter%5Bsearch%5D={q}")).await)
+    let r = t.get(&format!("{path}{sep}filter%5Bsearch%5D={q}")).await;
+    let found = titles(&r);
+    // Every search here fits on one page: the total is what it shows.
+    assert_eq!(r.body["meta"]["page"]["total"], found.len(), "{path} {text}");
+    found
 }
 
 /// A small catalogue: returns (module ids, subject ids).

@@ -19,3 +19,18 @@ pub fn fts5_query(q: &SearchQuery) -> String {
         q.terms.iter().map(|t| format!("\"{}\"{}", t.words.join(" "), if t.prefix { " *" } else { "" })).collect();
     terms.join(" AND ")
 }
+
+/// How many rows of `rt` match `q` (when nothing else filters them), from the index alone: the
+/// row count the vocabulary keeps for a single word, else the matches of the index, without
+/// reading the table.
+pub fn count(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
+    match q.terms.as_slice() {
+        [t] if t.words.len() == 1 && !t.prefix => {
+            (format!("SELECT doc FROM {}_search_vocab WHERE term = ?", rt.table), vec![Value::Text(t.words[0].clone())])
+        }
+        _ => (
+            format!("SELECT count(*) FROM {t}_search WHERE {t}_search MATCH ?", t = rt.table),
+            vec![Value::Text(fts5_query(q))],
+        ),
+    }
+}
