@@ -7,7 +7,8 @@
 -- words columns (external content, keyed by rowid); its `ascii` tokenizer splits only at the
 -- spaces, since a word holds nothing else. Triggers keep the index in step with the table in
 -- the same transaction as every insert, update and delete, cascades included. The fts5vocab
--- table of an index counts the rows holding each word: the total of a one-word search.
+-- tables of an index count the rows holding each word, in all and per column: the total of a
+-- one-word search, and how many hold it in the title.
 --
 -- Runs in two parts, in one transaction: the words columns; then (at the marker below) coursed
 -- computes the words of the rows that exist, and the indexes and triggers are made and filled.
@@ -27,6 +28,7 @@ ALTER TABLE chapters ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
 
 CREATE VIRTUAL TABLE modules_search USING fts5(title_words, introduction_words, content_words, content='modules', tokenize='ascii', columnsize=0);
 CREATE VIRTUAL TABLE modules_search_vocab USING fts5vocab(modules_search, 'row');
+CREATE VIRTUAL TABLE modules_search_vocab_col USING fts5vocab(modules_search, 'col');
 
 CREATE TRIGGER modules_search_insert AFTER INSERT ON modules BEGIN
     INSERT INTO modules_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
@@ -42,6 +44,7 @@ END;
 
 CREATE VIRTUAL TABLE subjects_search USING fts5(title_words, introduction_words, content_words, content='subjects', tokenize='ascii', columnsize=0);
 CREATE VIRTUAL TABLE subjects_search_vocab USING fts5vocab(subjects_search, 'row');
+CREATE VIRTUAL TABLE subjects_search_vocab_col USING fts5vocab(subjects_search, 'col');
 
 CREATE TRIGGER subjects_search_insert AFTER INSERT ON subjects BEGIN
     INSERT INTO subjects_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
@@ -57,6 +60,7 @@ END;
 
 CREATE VIRTUAL TABLE chapters_search USING fts5(title_words, content_words, content='chapters', tokenize='ascii', columnsize=0);
 CREATE VIRTUAL TABLE chapters_search_vocab USING fts5vocab(chapters_search, 'row');
+CREATE VIRTUAL TABLE chapters_search_vocab_col USING fts5vocab(chapters_search, 'col');
 
 CREATE TRIGGER chapters_search_insert AFTER INSERT ON chapters BEGIN
     INSERT INTO chapters_search (rowid, title_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.content_words);

@@ -104,8 +104,8 @@ fn search_doc(attrs: &[&str]) -> String {
          At most {MAX_CHARS} characters, {MAX_TERMS} terms, {MAX_PHRASE_WORDS} words a phrase; there are \
          no operators (`OR`, `-` are words or punctuation). Malformed text (an unclosed `\"`, a lone `*`, \
          `*` inside a word, no word at all, too long, too many terms) is a 400 naming `filter[search]`. \
-         Without `sort`, results come best match first: by how many terms match in the title, then by \
-         id. Each resource found carries `meta.search`: `attribute`, the first attribute in which a \
+         Without `sort`, results come best match first: those whose title holds every term, then the \
+         others, each by id. Each resource found carries `meta.search`: `attribute`, the first attribute in which a \
          term matches, and `excerpt`, about {} characters of its text around the first match, as \
          HTML-escaped text with every match in `<mark>`...`</mark>` and `…` where text is left out.",
         attrs.join(", "),

@@ -85,6 +85,20 @@ impl Dialect {
         }
     }
 
+    /// The conditions of the tiers of a search's results, best first: a row of `rt` matches
+    /// `q` and every term is in its title; it matches and not every term is.
+    pub fn search_tiers(
+        self,
+        tx: &mut dyn super::Tx,
+        rt: &ResourceType,
+        q: &SearchQuery,
+    ) -> crate::error::Result<Vec<(String, Vec<Value>)>> {
+        match self {
+            Dialect::Sqlite => super::sqlite::search::tiers(tx, rt, q),
+            Dialect::Postgres => Ok(super::postgres::search::tiers(rt, q)),
+        }
+    }
+
     /// `a` differs from `b`, nulls compared as values.
     pub fn distinct(self, a: &str, b: &str) -> String {
         match self {

@@ -45,9 +45,8 @@ pub fn list(
         }
     }
     if let Some(search) = &q.search {
-        let (condition, values) = dialect.search_match(rt, search);
-        wheres.push(condition);
-        params.extend(values);
+        add_parents(&parents, &mut wheres, &mut params);
+        return super::search::page(tx, sel, q, search, wheres, params, each);
     }
     // The count is kept in `row_counts` for the whole table and for one parent's children.
     let whole = wheres.is_empty() && parents.is_empty();
@@ -56,31 +55,11 @@ pub fn list(
         (true, [(column, Some(parent))]) => Some((format!("{}.{column}", rt.table), (*parent).to_owned())),
         _ => None,
     };
-    let parents_given = !parents.is_empty();
-    for (column, parent) in parents {
-        match parent {
-            Some(p) => {
-                wheres.push(format!("{column} = ?"));
-                params.push(Value::Text(p.to_owned()));
-            }
-            None => wheres.push("1 = 0".into()),
-        }
-    }
-    let mut filter = if wheres.is_empty() { String::new() } else { format!(" WHERE {}", wheres.join(" AND ")) };
-
-    let search_count = match (&q.search, wheres.len(), parents_given) {
-        (Some(search), 1, false) => dialect.search_count(rt, search),
-        _ => None,
-    };
-    let (total, gen) = match (counter, search_count) {
-        (Some((tbl, parent)), _) => counted(tx, tbl, parent)?,
-        (None, Some((sql, values))) => {
-            (tx.first(&sql, &values)?.and_then(|v| v.cell().as_i64()).unwrap_or(0).max(0) as u64, 0)
-        }
-        (None, None) => {
-            let sql = format!("SELECT count(*) FROM {}{filter}", rt.table);
-            (tx.first(&sql, &params)?.and_then(|v| v.cell().as_i64()).unwrap_or(0).max(0) as u64, 0)
-        }
+    add_parents(&parents, &mut wheres, &mut params);
+    let mut filter = where_clause(&wheres);
+    let (total, gen) = match counter {
+        Some((tbl, parent)) => counted(tx, tbl, parent)?,
+        None => (count_of(tx, &format!("SELECT count(*) FROM {}{filter}", rt.table), &params)?, 0),
     };
     let mut offset = q.page.offset();
     if offset >= total {
@@ -97,19 +76,43 @@ pub fn list(
             None => tx.pages().want(rt.table),
         }
     }
-    let relevance = q.search.as_ref().map(|s| super::search::relevance(dialect, rt, s));
-    let order = match (q.sort.is_empty(), scope, &relevance) {
-        // A search without a sort: best match first.
-        (true, _, Some(score)) => format!("{score} DESC, id"),
-        (true, Some((rel, _)), None) => rel.fk.children_order.to_owned(),
-        (true, None, None) => "id".to_owned(),
-        (false, _, _) => order_by(rt, &q.sort, relevance.as_deref()),
+    let order = match (q.sort.is_empty(), scope) {
+        (true, Some((rel, _))) => rel.fk.children_order.to_owned(),
+        (true, None) => "id".to_owned(),
+        (false, _) => order_by(rt, &q.sort, None),
     };
     let sql = format!("SELECT {} FROM {}{filter} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table);
     params.push(Value::Int(q.page.size as i64));
     params.push(Value::Int(offset.min(i64::MAX as u64) as i64));
     for_each(tx, sel, &sql, &params, each)?;
     Ok(total)
+}
+
+/// Adds the conditions of the parents (column, id; `None` matches nothing).
+fn add_parents(parents: &[(&str, Option<&str>)], wheres: &mut Vec<String>, params: &mut Vec<Value>) {
+    for (column, parent) in parents {
+        match parent {
+            Some(p) => {
+                wheres.push(format!("{column} = ?"));
+                params.push(Value::Text((*p).to_owned()));
+            }
+            None => wheres.push("1 = 0".into()),
+        }
+    }
+}
+
+/// ` WHERE` and the conditions, or nothing.
+pub fn where_clause(wheres: &[String]) -> String {
+    if wheres.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", wheres.join(" AND "))
+    }
+}
+
+/// The count a statement selects (0 for none).
+pub fn count_of(tx: &mut dyn Tx, sql: &str, params: &[Value]) -> Result<u64> {
+    Ok(tx.first(sql, params)?.and_then(|v| v.cell().as_i64()).unwrap_or(0).max(0) as u64)
 }
 
 /// The total and generation kept in `row_counts` for (`tbl`, `parent`).
@@ -126,7 +129,7 @@ fn counted(tx: &mut dyn Tx, tbl: String, parent: String) -> Result<(u64, i64)> {
 
 /// The `ORDER BY` of `sort`, ending with `id`. Nulls come first in ascending order on every
 /// engine (SQLite's rule; PostgreSQL's default is the opposite).
-fn order_by(rt: &ResourceType, sort: &[SortKey], relevance: Option<&str>) -> String {
+pub fn order_by(rt: &ResourceType, sort: &[SortKey], relevance: Option<&str>) -> String {
     let mut keys: Vec<String> = sort
         .iter()
         .map(|k| {

@@ -3,7 +3,10 @@
 //! words of rows written before the index existed.
 
 use super::dialect::Dialect;
+use super::list::{count_of, order_by, where_clause};
+use super::select::{for_each, RowFields, Selection};
 use super::tx::{DbError, Tx, Value};
+use crate::jsonapi::query::{Query, RELEVANCE};
 use crate::resources::{Attribute, ResourceType, TYPES};
 use crate::search::{self, SearchQuery};
 
@@ -22,22 +25,90 @@ pub fn add_words<'a>(
     }
 }
 
-/// An expression of the relevance of a row of `rt` for `q`, higher first: how many of the
-/// terms match in the title's words. Computed on the words columns, the same on every engine;
-/// the needles are written into the SQL (words hold only letters and digits).
+/// An expression of the relevance of a row of `rt` for `q`: 1 when every term matches in the
+/// title's words, else 0 (higher first). Computed on the words columns, the same on every
+/// engine; the needles are written into the SQL (words hold only letters and digits).
 pub fn relevance(dialect: Dialect, rt: &ResourceType, q: &SearchQuery) -> String {
+    format!("(CASE WHEN {} THEN 1 ELSE 0 END)", in_title(dialect, rt, q))
+}
+
+/// The condition that every term of `q` matches in the title's words of a row of `rt`.
+pub fn in_title(dialect: Dialect, rt: &ResourceType, q: &SearchQuery) -> String {
     let Some((_, how)) = search::columns(rt).find(|(a, _)| a.name == "title") else {
-        return "0".into();
+        return "1 = 0".into();
     };
     let parts: Vec<String> = q
         .terms
         .iter()
-        .map(|t| {
-            let needle = format!("'{}'", t.needle().replace('\'', "''"));
-            format!("(CASE WHEN {} THEN 1 ELSE 0 END)", dialect.contains(&padded(how.column), &needle))
-        })
+        .map(|t| dialect.contains(&padded(how.column), &format!("'{}'", t.needle().replace('\'', "''"))))
         .collect();
-    format!("({})", parts.join(" + "))
+    format!("({})", parts.join(" AND "))
+}
+
+/// One page of the resources of `sel.rt` that `wheres` (with `params`) and the search `q`
+/// select, in the order the query asks (best match first without a sort); returns the total.
+/// Best match first is read tier by tier, each in id order: the rows whose title holds every
+/// term, then the others, so that an engine may walk an index in id order and stop at the page
+/// instead of ranking every match (each engine says how it finds a tier's rows).
+pub fn page(
+    tx: &mut dyn Tx,
+    sel: &Selection,
+    query: &Query,
+    q: &SearchQuery,
+    mut wheres: Vec<String>,
+    mut params: Vec<Value>,
+    each: impl FnMut(&RowFields<'_>),
+) -> crate::error::Result<u64> {
+    let rt = sel.rt;
+    let dialect = tx.dialect();
+    let unfiltered = wheres.is_empty();
+    let total = match dialect.search_count(rt, q).filter(|_| unfiltered) {
+        Some((sql, values)) => count_of(tx, &sql, &values)?,
+        None => {
+            let (condition, values) = dialect.search_match(rt, q);
+            let mut all = wheres.clone();
+            all.push(condition);
+            let mut p = params.clone();
+            p.extend(values);
+            count_of(tx, &format!("SELECT count(*) FROM {}{}", rt.table, where_clause(&all)), &p)?
+        }
+    };
+    let offset = query.page.offset();
+    if offset >= total {
+        return Ok(total);
+    }
+    let size = query.page.size as i64;
+    let best_first = query.sort.is_empty() || matches!(query.sort.as_slice(), [k] if k.column == RELEVANCE);
+    let sql = if best_first {
+        let limit = offset.saturating_add(query.page.size).min(i64::MAX as u64);
+        let tiers = dialect.search_tiers(tx, rt, q)?;
+        let mut parts = Vec::new();
+        let mut all = Vec::new();
+        for (i, (condition, values)) in tiers.into_iter().enumerate() {
+            let mut w = wheres.clone();
+            w.push(condition);
+            parts.push(format!(
+                "SELECT * FROM (SELECT {}, {i} AS search_tier FROM {}{} ORDER BY id LIMIT {limit}) AS tier{i}",
+                sel.columns(),
+                rt.table,
+                where_clause(&w)
+            ));
+            all.extend(params.iter().cloned());
+            all.extend(values);
+        }
+        params = all;
+        format!("{} ORDER BY search_tier, id LIMIT ? OFFSET ?", parts.join(" UNION ALL "))
+    } else {
+        let (condition, values) = dialect.search_match(rt, q);
+        wheres.push(condition);
+        params.extend(values);
+        let order = order_by(rt, &query.sort, Some(&relevance(dialect, rt, q)));
+        format!("SELECT {} FROM {}{} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table, where_clause(&wheres))
+    };
+    params.push(Value::Int(size));
+    params.push(Value::Int(offset.min(i64::MAX as u64) as i64));
+    for_each(tx, sel, &sql, &params, each)?;
+    Ok(total)
 }
 
 /// The words column `column` with a space at either end (see [`search::Term::needle`]).

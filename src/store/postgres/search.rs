@@ -34,3 +34,13 @@ pub fn tsquery(q: &SearchQuery) -> String {
     }
     parts.join(" & ")
 }
+
+/// The tiers of a search (see [`crate::store::search::page`]): the condition and every term
+/// in the title, then the condition and not. PostgreSQL's planner chooses, from its
+/// statistics of the words, between walking the id index and testing each row, and reading
+/// the matches from the GIN index and sorting them.
+pub fn tiers(rt: &ResourceType, q: &SearchQuery) -> Vec<(String, Vec<Value>)> {
+    let (condition, values) = matching(rt, q);
+    let title = crate::store::search::in_title(crate::store::dialect::Dialect::Postgres, rt, q);
+    vec![(format!("{condition} AND {title}"), values.clone()), (format!("{condition} AND NOT {title}"), values)]
+}
