@@ -47,6 +47,7 @@ class Server:
         if "listening on" not in line:
             raise SystemExit(f"coursed did not start: {line!r} (see {log})")
         self.base = line.strip().split("listening on ")[1]
+        self.origin = self.base.rsplit("/v1", 1)[0]
         host, port = self.base.split("//")[1].split("/")[0].split(":")
         self.conn = http.client.HTTPConnection(host, int(port))
 
@@ -79,9 +80,9 @@ def timed(server, path, n):
 
 
 def w4(server, data_dir, seconds):
-    env = {**os.environ, "BENCH_DATA": data_dir, "BENCH_TOKEN": TOKEN, "BENCH_EXPECT_STATUS": "201"}
+    env = {**os.environ, "BENCH_DATA": data_dir, "BENCH_TOKEN": TOKEN, "BENCH_EXPECT_STATUS": "2xx"}
     script = os.path.join(HERE, "load", "w4_create_subject.lua")
-    out = subprocess.run(["wrk", "-t1", "-c16", f"-d{seconds}s", "--timeout", "30s", "-s", script, server.base],
+    out = subprocess.run(["wrk", "-t1", "-c16", f"-d{seconds}s", "--timeout", "30s", "-s", script, server.origin],
                          env=env, check=True, capture_output=True, text=True).stdout
     line = next(l for l in out.splitlines() if l.startswith("RESULT"))
     r = dict(kv.split("=", 1) for kv in line.split()[1:])
@@ -131,6 +132,7 @@ def main():
     ap.add_argument("--no-pg", action="store_true")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="coursed-search-")
+    os.chmod(work, 0o755)  # the PostgreSQL cluster below it runs as another user
     shape = ["--modules", str(args.modules), "--subjects-per-module", str(args.subjects_per_module),
              "--chapters-per-subject", str(args.chapters_per_subject)]
     results = {"shape": shape}
@@ -142,8 +144,9 @@ def main():
         results["sqlite"] = measure("sqlite", db, work, work, args,
                                     lambda: run(["sqlite3", db, DROP_SQLITE]) if shutil.which("sqlite3")
                                     else __import__("sqlite3").connect(db).executescript(DROP_SQLITE))
+        print(json.dumps(results["sqlite"]), file=sys.stderr)
         if not args.no_pg:
-            cluster = Cluster(os.path.join(work, "pg"), os.path.join(work, "pg.log"))
+            cluster = Cluster(os.path.join(work, "pg"), lambda m: print(m, file=sys.stderr))
             cluster.start()
             try:
                 cluster.sql("CREATE DATABASE coursed")
