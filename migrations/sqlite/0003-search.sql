@@ -5,7 +5,9 @@
 -- letters and digits, space-separated). coursed computes the words itself, in every statement
 -- that writes the text; the database only indexes them. The FTS5 index of a table reads the
 -- words columns (external content, keyed by rowid); its `ascii` tokenizer splits only at the
--- spaces, since a word holds nothing else. Triggers keep the index in step with the table in
+-- spaces, since a word holds nothing else; it keeps which column holds a word, not where
+-- (detail=column: smaller and cheaper to write; phrases are checked on the words columns, as on
+-- PostgreSQL). Triggers keep the index in step with the table in
 -- the same transaction as every insert, update and delete, cascades included. The fts5vocab
 -- tables of an index count the rows holding each word, in all and per column: the total of a
 -- one-word search, and how many hold it in the title.
@@ -26,7 +28,7 @@ ALTER TABLE chapters ADD COLUMN content_words TEXT NOT NULL DEFAULT '';
 
 -- coursed: words of existing rows
 
-CREATE VIRTUAL TABLE modules_search USING fts5(title_words, introduction_words, content_words, content='modules', tokenize='ascii', columnsize=0);
+CREATE VIRTUAL TABLE modules_search USING fts5(title_words, introduction_words, content_words, content='modules', tokenize='ascii', detail='column', columnsize=0);
 CREATE VIRTUAL TABLE modules_search_vocab USING fts5vocab(modules_search, 'row');
 CREATE VIRTUAL TABLE modules_search_vocab_col USING fts5vocab(modules_search, 'col');
 
@@ -42,7 +44,7 @@ WHEN OLD.title_words IS NOT NEW.title_words OR OLD.introduction_words IS NOT NEW
     INSERT INTO modules_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
 END;
 
-CREATE VIRTUAL TABLE subjects_search USING fts5(title_words, introduction_words, content_words, content='subjects', tokenize='ascii', columnsize=0);
+CREATE VIRTUAL TABLE subjects_search USING fts5(title_words, introduction_words, content_words, content='subjects', tokenize='ascii', detail='column', columnsize=0);
 CREATE VIRTUAL TABLE subjects_search_vocab USING fts5vocab(subjects_search, 'row');
 CREATE VIRTUAL TABLE subjects_search_vocab_col USING fts5vocab(subjects_search, 'col');
 
@@ -58,7 +60,7 @@ WHEN OLD.title_words IS NOT NEW.title_words OR OLD.introduction_words IS NOT NEW
     INSERT INTO subjects_search (rowid, title_words, introduction_words, content_words) VALUES (NEW.rowid, NEW.title_words, NEW.introduction_words, NEW.content_words);
 END;
 
-CREATE VIRTUAL TABLE chapters_search USING fts5(title_words, content_words, content='chapters', tokenize='ascii', columnsize=0);
+CREATE VIRTUAL TABLE chapters_search USING fts5(title_words, content_words, content='chapters', tokenize='ascii', detail='column', columnsize=0);
 CREATE VIRTUAL TABLE chapters_search_vocab USING fts5vocab(chapters_search, 'row');
 CREATE VIRTUAL TABLE chapters_search_vocab_col USING fts5vocab(chapters_search, 'col');
 

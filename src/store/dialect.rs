@@ -86,15 +86,17 @@ impl Dialect {
     }
 
     /// The conditions of the tiers of a search's results, best first: a row of `rt` matches
-    /// `q` and every term is in its title; it matches and not every term is.
+    /// `q` and every term is in its title; it matches and not every term is. `matching` is
+    /// how many rows of the table match, when known.
     pub fn search_tiers(
         self,
         tx: &mut dyn super::Tx,
         rt: &ResourceType,
         q: &SearchQuery,
+        matching: Option<u64>,
     ) -> crate::error::Result<Vec<(String, Vec<Value>)>> {
         match self {
-            Dialect::Sqlite => super::sqlite::search::tiers(tx, rt, q),
+            Dialect::Sqlite => super::sqlite::search::tiers(tx, rt, q, matching),
             Dialect::Postgres => Ok(super::postgres::search::tiers(rt, q)),
         }
     }

@@ -37,11 +37,8 @@ pub fn in_title(dialect: Dialect, rt: &ResourceType, q: &SearchQuery) -> String 
     let Some((_, how)) = search::columns(rt).find(|(a, _)| a.name == "title") else {
         return "1 = 0".into();
     };
-    let parts: Vec<String> = q
-        .terms
-        .iter()
-        .map(|t| dialect.contains(&padded(how.column), &format!("'{}'", t.needle().replace('\'', "''"))))
-        .collect();
+    let parts: Vec<String> =
+        q.terms.iter().map(|t| dialect.contains(&padded(how.column), &literal(&t.needle()))).collect();
     format!("({})", parts.join(" AND "))
 }
 
@@ -81,7 +78,7 @@ pub fn page(
     let best_first = query.sort.is_empty() || matches!(query.sort.as_slice(), [k] if k.column == RELEVANCE);
     let sql = if best_first {
         let limit = offset.saturating_add(query.page.size).min(i64::MAX as u64);
-        let tiers = dialect.search_tiers(tx, rt, q)?;
+        let tiers = dialect.search_tiers(tx, rt, q, unfiltered.then_some(total))?;
         let mut parts = Vec::new();
         let mut all = Vec::new();
         for (i, (condition, values)) in tiers.into_iter().enumerate() {
@@ -109,6 +106,34 @@ pub fn page(
     params.push(Value::Int(offset.min(i64::MAX as u64) as i64));
     for_each(tx, sel, &sql, &params, each)?;
     Ok(total)
+}
+
+/// Whether a term of `q` has several words (a phrase, checked on the words columns).
+pub fn has_phrase(q: &SearchQuery) -> bool {
+    q.terms.iter().any(|t| t.words.len() > 1)
+}
+
+/// The condition that each term of several words of `q` is found, in order, in the words of
+/// one searchable attribute of a row of `rt`; `None` without such terms. The needles are
+/// written into the SQL (words hold only letters and digits).
+pub fn phrases(dialect: Dialect, rt: &ResourceType, q: &SearchQuery) -> Option<String> {
+    let checks: Vec<String> = q
+        .terms
+        .iter()
+        .filter(|t| t.words.len() > 1)
+        .map(|t| {
+            let needle = literal(&t.needle());
+            let any: Vec<String> =
+                search::columns(rt).map(|(_, how)| dialect.contains(&padded(how.column), &needle)).collect();
+            format!("({})", any.join(" OR "))
+        })
+        .collect();
+    (!checks.is_empty()).then(|| checks.join(" AND "))
+}
+
+/// `s` as an SQL string literal.
+fn literal(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
 }
 
 /// The words column `column` with a space at either end (see [`search::Term::needle`]).

@@ -2,7 +2,8 @@
 //! words, see migrations/postgres/0003-search.sql), and phrases checked on the words columns.
 
 use crate::resources::ResourceType;
-use crate::search::{self, SearchQuery};
+use crate::search::SearchQuery;
+use crate::store::dialect::Dialect;
 use crate::store::Value;
 
 /// The rows of `rt` that match `q`. The tsvector holds each word of the row once, without
@@ -11,15 +12,10 @@ use crate::store::Value;
 /// of one attribute: what [`crate::search::Term`] defines.
 pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
     let mut sql = "search @@ CAST(CAST(? AS text) AS tsquery)".to_owned();
-    let mut params = vec![Value::Text(tsquery(q))];
-    for t in q.terms.iter().filter(|t| t.words.len() > 1) {
-        let any: Vec<String> = search::columns(rt)
-            .map(|(_, how)| format!("strpos({}, ?) > 0", crate::store::search::padded(how.column)))
-            .collect();
-        sql.push_str(&format!(" AND ({})", any.join(" OR ")));
-        params.extend(search::columns(rt).map(|_| Value::Text(t.needle())));
+    if let Some(phrases) = crate::store::search::phrases(Dialect::Postgres, rt, q) {
+        sql = format!("{sql} AND {phrases}");
     }
-    (sql, params)
+    (sql, vec![Value::Text(tsquery(q))])
 }
 
 /// The tsquery text of `q`: its words quoted as lexemes (taken as they are, no parser), all
@@ -41,6 +37,6 @@ pub fn tsquery(q: &SearchQuery) -> String {
 /// the matches from the GIN index and sorting them.
 pub fn tiers(rt: &ResourceType, q: &SearchQuery) -> Vec<(String, Vec<Value>)> {
     let (condition, values) = matching(rt, q);
-    let title = crate::store::search::in_title(crate::store::dialect::Dialect::Postgres, rt, q);
+    let title = crate::store::search::in_title(Dialect::Postgres, rt, q);
     vec![(format!("{condition} AND {title}"), values.clone()), (format!("{condition} AND NOT {title}"), values)]
 }

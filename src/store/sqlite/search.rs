@@ -4,37 +4,51 @@
 use crate::error::Result;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
+use crate::store::dialect::Dialect;
 use crate::store::list::count_of;
+use crate::store::search::{has_phrase, in_title, phrases};
 use crate::store::Tx;
 use crate::store::Value;
 
-/// The rows of `rt` that match `q`: every term is an FTS5 phrase (`"w1 w2"`, with `*` for a
-/// prefix), all of them required. The tokenizer splits the words at spaces only, as they were
-/// stored, and a phrase matches within one column: what [`crate::search::Term`] defines.
+/// The rows of `rt` that match `q`: every word of every term in the FTS5 index (the last of a
+/// prefix term as a prefix, `*`), all required; the index keeps which column holds a word,
+/// not where (`detail=column`, smaller and cheaper to write), so a term of several words is
+/// also checked on the words columns, as on PostgreSQL: what [`crate::search::Term`] defines.
 pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
-    let sql = format!("rowid IN (SELECT rowid FROM {t}_search WHERE {t}_search MATCH ?)", t = rt.table);
+    let mut sql = format!("rowid IN (SELECT rowid FROM {t}_search WHERE {t}_search MATCH ?)", t = rt.table);
+    if let Some(phrases) = phrases(Dialect::Sqlite, rt, q) {
+        sql = format!("{sql} AND {phrases}");
+    }
     (sql, vec![Value::Text(fts5_query(q))])
 }
 
-/// The FTS5 query string of `q`. Words hold only letters and digits, never a `"`.
+/// The FTS5 query string of `q`: each word quoted, all of them required. Words hold only
+/// letters and digits, never a `"`.
 pub fn fts5_query(q: &SearchQuery) -> String {
-    let terms: Vec<String> =
-        q.terms.iter().map(|t| format!("\"{}\"{}", t.words.join(" "), if t.prefix { " *" } else { "" })).collect();
-    terms.join(" AND ")
+    let mut words = Vec::new();
+    for t in &q.terms {
+        for (i, w) in t.words.iter().enumerate() {
+            let prefix = t.prefix && i + 1 == t.words.len();
+            words.push(format!("\"{w}\"{}", if prefix { " *" } else { "" }));
+        }
+    }
+    words.join(" AND ")
 }
 
 /// How many rows of `rt` match `q` (when nothing else filters them), from the index alone: the
 /// row count the vocabulary keeps for a single word, else the matches of the index, without
-/// reading the table.
+/// reading the table; a phrase is checked on the table.
 pub fn count(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
+    let t = rt.table;
     match q.terms.as_slice() {
-        [t] if t.words.len() == 1 && !t.prefix => {
-            (format!("SELECT doc FROM {}_search_vocab WHERE term = ?", rt.table), vec![Value::Text(t.words[0].clone())])
+        [one] if one.words.len() == 1 && !one.prefix => {
+            (format!("SELECT doc FROM {t}_search_vocab WHERE term = ?"), vec![Value::Text(one.words[0].clone())])
         }
-        _ => (
-            format!("SELECT count(*) FROM {t}_search WHERE {t}_search MATCH ?", t = rt.table),
-            vec![Value::Text(fts5_query(q))],
-        ),
+        _ if has_phrase(q) => {
+            let (condition, values) = matching(rt, q);
+            (format!("SELECT count(*) FROM {t} WHERE {condition}"), values)
+        }
+        _ => (format!("SELECT count(*) FROM {t}_search WHERE {t}_search MATCH ?"), vec![Value::Text(fts5_query(q))]),
     }
 }
 
@@ -46,20 +60,60 @@ const WALK_SHARE: u64 = 50;
 /// The tiers of a search (see [`crate::store::search::page`]): the rows matching `q` whose
 /// title holds every term (an FTS5 column filter: the same as the words check), then the
 /// others. Each is either probed row by row in id order or read as a set from the index,
-/// whichever its size (from the index's own counts) makes cheaper.
-pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery) -> Result<Vec<(String, Vec<Value>)>> {
+/// whichever its size (from the index's own counts) makes cheaper. `known`: how many rows
+/// match, when known.
+pub fn tiers(
+    tx: &mut dyn Tx,
+    rt: &ResourceType,
+    q: &SearchQuery,
+    known: Option<u64>,
+) -> Result<Vec<(String, Vec<Value>)>> {
     let t = rt.table;
     let all = fts5_query(q);
     let title = format!("{{title_words}} : ({all})");
+    let probe = |q: &str| {
+        (
+            format!("EXISTS (SELECT 1 FROM {t}_search WHERE {t}_search MATCH ? AND rowid = {t}.rowid)"),
+            Value::Text(q.to_owned()),
+        )
+    };
+    let set = |q: &str| {
+        (format!("{t}.rowid IN (SELECT rowid FROM {t}_search WHERE {t}_search MATCH ?)"), Value::Text(q.to_owned()))
+    };
+    if has_phrase(q) {
+        // Phrases are checked on the words: so is the title.
+        let (condition, values) = matching(rt, q);
+        let title = in_title(Dialect::Sqlite, rt, q);
+        return Ok(vec![
+            (format!("{condition} AND {title}"), values.clone()),
+            (format!("{condition} AND NOT {title}"), values),
+        ]);
+    }
+    if q.terms.iter().any(|t| t.prefix) {
+        // A prefix stands for every word it begins, whose lists FTS5 merges at each look-up:
+        // merge them once for each tier instead.
+        let (in_title, title_value) = set(&title);
+        let (matches, all_value) = set(&all);
+        let not_in_title = in_title.replace("rowid IN", "rowid NOT IN");
+        return Ok(vec![
+            (in_title, vec![title_value.clone()]),
+            (format!("{matches} AND {not_in_title}"), vec![all_value, title_value]),
+        ]);
+    }
     let rows = count_of(
         tx,
         "SELECT CAST(sum(n) AS BIGINT) FROM row_counts WHERE tbl = ? AND parent = ''",
         &[Value::Text(t.to_owned())],
     )?;
-    let (sql, values) = count(rt, q);
-    let matching = count_of(tx, &sql, &values)?;
+    let matching = match known {
+        Some(n) => n,
+        None => {
+            let (sql, values) = count(rt, q);
+            count_of(tx, &sql, &values)?
+        }
+    };
     let in_title = match q.terms.as_slice() {
-        [one] if one.words.len() == 1 && !one.prefix => count_of(
+        [one] if one.words.len() == 1 => count_of(
             tx,
             &format!("SELECT doc FROM {t}_search_vocab_col WHERE term = ? AND col = 'title_words'"),
             &[Value::Text(one.words[0].clone())],
@@ -71,15 +125,6 @@ pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery) -> Result<Vec<
         )?,
     };
     let walk = |n: u64| n.saturating_mul(WALK_SHARE) >= rows;
-    let probe = |q: &str| {
-        (
-            format!("EXISTS (SELECT 1 FROM {t}_search WHERE {t}_search MATCH ? AND rowid = {t}.rowid)"),
-            Value::Text(q.to_owned()),
-        )
-    };
-    let set = |q: &str| {
-        (format!("{t}.rowid IN (SELECT rowid FROM {t}_search WHERE {t}_search MATCH ?)"), Value::Text(q.to_owned()))
-    };
     let first = if walk(in_title) { probe(&title) } else { set(&title) };
     let (rest, rest_value) = if walk(matching.saturating_sub(in_title)) { probe(&all) } else { set(&all) };
     let (not_title, title_value) = probe(&title);
