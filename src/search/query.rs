@@ -137,6 +137,14 @@ impl SearchQuery {
         Ok(SearchQuery { terms })
     }
 
+    /// Every word of every term, with whether it is a prefix (the last word of a prefix term).
+    pub fn words(&self) -> impl Iterator<Item = (&str, bool)> {
+        self.terms.iter().flat_map(|t| {
+            let last = t.words.len() - 1;
+            t.words.iter().enumerate().map(move |(i, w)| (w.as_str(), t.prefix && i == last))
+        })
+    }
+
     /// How many of the terms match in `words` (an attribute's words): the relevance.
     pub fn score(&self, words: &str) -> usize {
         self.terms.iter().filter(|t| t.matches(words)).count()

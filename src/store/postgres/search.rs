@@ -21,14 +21,8 @@ pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
 /// The tsquery text of `q`: its words quoted as lexemes (taken as they are, no parser), all
 /// required. Words hold only letters and digits, never a quote or a backslash.
 pub fn tsquery(q: &SearchQuery) -> String {
-    let mut parts = Vec::new();
-    for t in &q.terms {
-        for (i, w) in t.words.iter().enumerate() {
-            let prefix = t.prefix && i + 1 == t.words.len();
-            parts.push(format!("'{w}'{}", if prefix { ":*" } else { "" }));
-        }
-    }
-    parts.join(" & ")
+    let words: Vec<String> = q.words().map(|(w, prefix)| format!("'{w}'{}", if prefix { ":*" } else { "" })).collect();
+    words.join(" & ")
 }
 
 /// The tiers of a search (see [`crate::store::search::page`]): the condition and every term

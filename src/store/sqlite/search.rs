@@ -25,13 +25,8 @@ pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
 /// The FTS5 query string of `q`: each word quoted, all of them required. Words hold only
 /// letters and digits, never a `"`.
 pub fn fts5_query(q: &SearchQuery) -> String {
-    let mut words = Vec::new();
-    for t in &q.terms {
-        for (i, w) in t.words.iter().enumerate() {
-            let prefix = t.prefix && i + 1 == t.words.len();
-            words.push(format!("\"{w}\"{}", if prefix { " *" } else { "" }));
-        }
-    }
+    let words: Vec<String> =
+        q.words().map(|(w, prefix)| format!("\"{w}\"{}", if prefix { " *" } else { "" })).collect();
     words.join(" AND ")
 }
 
