@@ -6,6 +6,15 @@ use super::tx::Value;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
 
+/// One tier of a search's results (see [`crate::store::search::page`]): its condition, the
+/// condition's parameters, and the expression to order it by (`id`, or an expression of the
+/// same order that keeps an engine from walking the id index when the tier is small).
+pub struct Tier {
+    pub condition: String,
+    pub values: Vec<Value>,
+    pub order: &'static str,
+}
+
 /// The SQL dialect of an engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -76,6 +85,16 @@ impl Dialect {
         }
     }
 
+    /// A setting for the rest of a search's read transaction, if the engine needs one:
+    /// PostgreSQL would rather read a whole table than count a common word's matches from the
+    /// GIN index (its cost model does not know that an all-visible page need not be read).
+    pub fn search_setting(self) -> Option<&'static str> {
+        match self {
+            Dialect::Sqlite => None,
+            Dialect::Postgres => Some("SET LOCAL enable_seqscan = off"),
+        }
+    }
+
     /// A statement counting the rows of `rt` that match the search `q` when nothing else
     /// filters them, if the engine has one cheaper than counting the rows of the condition.
     pub fn search_count(self, rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)> {
@@ -94,10 +113,10 @@ impl Dialect {
         rt: &ResourceType,
         q: &SearchQuery,
         matching: Option<u64>,
-    ) -> crate::error::Result<Vec<(String, Vec<Value>)>> {
+    ) -> crate::error::Result<Vec<Tier>> {
         match self {
             Dialect::Sqlite => super::sqlite::search::tiers(tx, rt, q, matching),
-            Dialect::Postgres => Ok(super::postgres::search::tiers(rt, q)),
+            Dialect::Postgres => super::postgres::search::tiers(tx, rt, q, matching),
         }
     }
 

@@ -59,6 +59,9 @@ pub fn page(
     let rt = sel.rt;
     let dialect = tx.dialect();
     let unfiltered = wheres.is_empty();
+    if let Some(setting) = dialect.search_setting() {
+        tx.execute(setting, &[])?;
+    }
     let total = match dialect.search_count(rt, q).filter(|_| unfiltered) {
         Some((sql, values)) => count_of(tx, &sql, &values)?,
         None => {
@@ -81,17 +84,18 @@ pub fn page(
         let tiers = dialect.search_tiers(tx, rt, q, unfiltered.then_some(total))?;
         let mut parts = Vec::new();
         let mut all = Vec::new();
-        for (i, (condition, values)) in tiers.into_iter().enumerate() {
+        for (i, tier) in tiers.into_iter().enumerate() {
             let mut w = wheres.clone();
-            w.push(condition);
+            w.push(tier.condition);
             parts.push(format!(
-                "SELECT * FROM (SELECT {}, {i} AS search_tier FROM {}{} ORDER BY id LIMIT {limit}) AS tier{i}",
+                "SELECT * FROM (SELECT {}, {i} AS search_tier FROM {}{} ORDER BY {} LIMIT {limit}) AS tier{i}",
                 sel.columns(),
                 rt.table,
-                where_clause(&w)
+                where_clause(&w),
+                tier.order
             ));
             all.extend(params.iter().cloned());
-            all.extend(values);
+            all.extend(tier.values);
         }
         params = all;
         format!("{} ORDER BY search_tier, id LIMIT ? OFFSET ?", parts.join(" UNION ALL "))

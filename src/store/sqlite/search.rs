@@ -4,7 +4,7 @@
 use crate::error::Result;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
-use crate::store::dialect::Dialect;
+use crate::store::dialect::{Dialect, Tier};
 use crate::store::list::count_of;
 use crate::store::search::{has_phrase, in_title, phrases};
 use crate::store::Tx;
@@ -57,12 +57,7 @@ const WALK_SHARE: u64 = 50;
 /// others. Each is either probed row by row in id order or read as a set from the index,
 /// whichever its size (from the index's own counts) makes cheaper. `known`: how many rows
 /// match, when known.
-pub fn tiers(
-    tx: &mut dyn Tx,
-    rt: &ResourceType,
-    q: &SearchQuery,
-    known: Option<u64>,
-) -> Result<Vec<(String, Vec<Value>)>> {
+pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<u64>) -> Result<Vec<Tier>> {
     let t = rt.table;
     let all = fts5_query(q);
     let title = format!("{{title_words}} : ({all})");
@@ -79,10 +74,12 @@ pub fn tiers(
         // Phrases are checked on the words: so is the title.
         let (condition, values) = matching(rt, q);
         let title = in_title(Dialect::Sqlite, rt, q);
-        return Ok(vec![
-            (format!("{condition} AND {title}"), values.clone()),
-            (format!("{condition} AND NOT {title}"), values),
-        ]);
+        return Ok(tiers_of(
+            format!("{condition} AND {title}"),
+            values.clone(),
+            format!("{condition} AND NOT {title}"),
+            values,
+        ));
     }
     if q.terms.iter().any(|t| t.prefix) {
         // A prefix stands for every word it begins, whose lists FTS5 merges at each look-up:
@@ -90,10 +87,12 @@ pub fn tiers(
         let (in_title, title_value) = set(&title);
         let (matches, all_value) = set(&all);
         let not_in_title = in_title.replace("rowid IN", "rowid NOT IN");
-        return Ok(vec![
-            (in_title, vec![title_value.clone()]),
-            (format!("{matches} AND {not_in_title}"), vec![all_value, title_value]),
-        ]);
+        return Ok(tiers_of(
+            in_title,
+            vec![title_value.clone()],
+            format!("{matches} AND {not_in_title}"),
+            vec![all_value, title_value],
+        ));
     }
     let rows = count_of(
         tx,
@@ -123,5 +122,14 @@ pub fn tiers(
     let first = if walk(in_title) { probe(&title) } else { set(&title) };
     let (rest, rest_value) = if walk(matching.saturating_sub(in_title)) { probe(&all) } else { set(&all) };
     let (not_title, title_value) = probe(&title);
-    Ok(vec![(first.0, vec![first.1]), (format!("{rest} AND NOT {not_title}"), vec![rest_value, title_value])])
+    Ok(tiers_of(first.0, vec![first.1], format!("{rest} AND NOT {not_title}"), vec![rest_value, title_value]))
+}
+
+/// The two tiers, each in id order (SQLite reads a tier given as a set of rowids by those and
+/// sorts them, and walks the id index otherwise).
+fn tiers_of(first: String, first_values: Vec<Value>, rest: String, rest_values: Vec<Value>) -> Vec<Tier> {
+    vec![
+        Tier { condition: first, values: first_values, order: "id" },
+        Tier { condition: rest, values: rest_values, order: "id" },
+    ]
 }
