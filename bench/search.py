@@ -131,6 +131,7 @@ def main():
     ap.add_argument("--w4-seconds", type=int, default=10)
     ap.add_argument("--no-pg", action="store_true")
     ap.add_argument("--no-sqlite", action="store_true")
+    ap.add_argument("--sqlite-database", help="an existing generated SQLite catalogue to use (and change)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="coursed-search-")
     os.chmod(work, 0o755)  # the PostgreSQL cluster below it runs as another user
@@ -140,7 +141,10 @@ def main():
     try:
         db = os.path.join(work, "coursed.db")
         t0 = time.perf_counter()
-        if not args.no_sqlite:
+        if args.sqlite_database:
+            db = args.sqlite_database
+            run(["sqlite3", db, f".once {os.path.join(work, 'module_ids.txt')}", "SELECT id FROM modules"])
+        elif not args.no_sqlite:
             run([BIN, "generate", "--database", db, "--ids-dir", work] + shape)
             results["sqlite_generate_s"] = round(time.perf_counter() - t0, 1)
         results["sqlite"] = None if args.no_sqlite else measure("sqlite", db, work, work, args,
