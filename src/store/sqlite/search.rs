@@ -109,19 +109,26 @@ pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<
     let in_title = match q.terms.as_slice() {
         [one] if one.words.len() == 1 => count_of(
             tx,
-            &format!("SELECT doc FROM {t}_search_vocab_col WHERE term = ? AND col = 'title_words'"),
+            &format!("SELECT doc FROM {t}_titles_vocab WHERE term = ?"),
             &[Value::Text(one.words[0].clone())],
         )?,
         _ => count_of(
             tx,
-            &format!("SELECT count(*) FROM {t}_search WHERE {t}_search MATCH ?"),
-            &[Value::Text(title.clone())],
+            &format!("SELECT count(*) FROM {t}_titles WHERE {t}_titles MATCH ?"),
+            &[Value::Text(all.clone())],
         )?,
     };
     let walk = |n: u64| n.saturating_mul(WALK_SHARE) >= rows;
-    let first = if walk(in_title) { probe(&title) } else { set(&title) };
+    // The titles' own index answers for the title (holding every word there is every term
+    // there, phrases aside).
+    let title_probe = format!("EXISTS (SELECT 1 FROM {t}_titles WHERE {t}_titles MATCH ? AND rowid = {t}.rowid)");
+    let first = if walk(in_title) {
+        (title_probe.clone(), Value::Text(all.clone()))
+    } else {
+        (format!("{t}.rowid IN (SELECT rowid FROM {t}_titles WHERE {t}_titles MATCH ?)"), Value::Text(all.clone()))
+    };
     let (rest, rest_value) = if walk(matching.saturating_sub(in_title)) { probe(&all) } else { set(&all) };
-    let (not_title, title_value) = probe(&title);
+    let (not_title, title_value) = (title_probe, Value::Text(all.clone()));
     Ok(tiers_of(first.0, vec![first.1], format!("{rest} AND NOT {not_title}"), vec![rest_value, title_value]))
 }
 
