@@ -16,6 +16,7 @@ pub mod jsonapi;
 pub mod mock;
 pub mod openapi;
 pub mod resources;
+pub mod search;
 pub mod server;
 pub mod store;
 pub mod time;

@@ -7,6 +7,8 @@
 //! set of rows whose column names it), so `subjects.module` and `modules.subjects` can never
 //! disagree.
 
+pub use crate::search::Searchable;
+
 /// The JSON and storage kind of an attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -41,6 +43,8 @@ pub struct Attribute {
     pub sortable: bool,
     /// Accepted as `filter[name]` (exact match).
     pub filterable: bool,
+    /// Searched by `filter[search]`: how its text becomes the words of its words column.
+    pub search: Option<Searchable>,
     pub doc: &'static str,
 }
 
@@ -57,6 +61,7 @@ impl Attribute {
             unique: false,
             sortable: false,
             filterable: false,
+            search: None,
             doc,
         }
     }
@@ -71,6 +76,7 @@ impl Attribute {
         a.min = 1;
         a.max = 255;
         a.sortable = true;
+        a.search = Some(Searchable { column: "title_words", html: false, max_bytes: 32 << 10 });
         a
     }
     /// The identifier from the client's own system: optional, unique, exact-match filter.
@@ -88,6 +94,12 @@ impl Attribute {
     }
     const fn max(mut self, max: i64) -> Attribute {
         self.max = max;
+        self
+    }
+    /// Searched, its words kept in `column`, at most `max_bytes` of them; `html` when the text
+    /// is HTML.
+    const fn searched(mut self, column: &'static str, html: bool, max_bytes: usize) -> Attribute {
+        self.search = Some(Searchable { column, html, max_bytes });
         self
     }
     const fn max_bytes(mut self, max: i64) -> Attribute {
@@ -195,9 +207,13 @@ impl ResourceType {
 const CREATED_AT: Attribute = Attribute::timestamp("created_at", "Set by the server when the resource is created.");
 const UPDATED_AT: Attribute =
     Attribute::timestamp("updated_at", "Set by the server whenever the resource's row changes.");
-const INTRODUCTION: Attribute =
-    Attribute::text("introduction", "Introduction text; up to 65,535 characters.").max(65_535);
+const INTRODUCTION: Attribute = Attribute::text("introduction", "Introduction text; up to 65,535 characters.")
+    .max(65_535)
+    .searched("introduction_words", false, 192 << 10);
 const MAX_CONTENT: i64 = 1 << 20;
+/// The words of a content kept for search: with those of a title and an introduction, under
+/// PostgreSQL's limit of a `tsvector` (1 MB of distinct words).
+const CONTENT_WORDS: usize = 768 << 10;
 
 pub static MODULES: ResourceType = ResourceType {
     name: "modules",
@@ -206,7 +222,8 @@ pub static MODULES: ResourceType = ResourceType {
         Attribute::title(),
         INTRODUCTION,
         Attribute::text("content", "Content, may hold HTML (stored and returned verbatim); up to 1 MiB.")
-            .max_bytes(MAX_CONTENT),
+            .max_bytes(MAX_CONTENT)
+            .searched("content_words", true, CONTENT_WORDS),
         Attribute::external_id(),
         CREATED_AT,
         UPDATED_AT,
@@ -221,7 +238,11 @@ pub static SUBJECTS: ResourceType = ResourceType {
     attributes: &[
         Attribute::title(),
         INTRODUCTION,
-        Attribute::text("content", "Content, may be empty; up to 1 MiB.").max_bytes(MAX_CONTENT),
+        Attribute::text("content", "Content, may be empty; up to 1 MiB.").max_bytes(MAX_CONTENT).searched(
+            "content_words",
+            false,
+            CONTENT_WORDS,
+        ),
         Attribute::external_id(),
         Attribute::new("available_for_courses", Kind::Bool, "Whether courses may use this subject.").filterable(),
         CREATED_AT,
@@ -239,7 +260,11 @@ pub static CHAPTERS: ResourceType = ResourceType {
     table: "chapters",
     attributes: &[
         Attribute::title(),
-        Attribute::text("content", "Content, may be empty; up to 1 MiB.").max_bytes(MAX_CONTENT),
+        Attribute::text("content", "Content, may be empty; up to 1 MiB.").max_bytes(MAX_CONTENT).searched(
+            "content_words",
+            false,
+            CONTENT_WORDS,
+        ),
         Attribute::new("position", Kind::Integer, "Order of the chapter within its subject; 0 or more.").sortable(),
         CREATED_AT,
         UPDATED_AT,

@@ -105,13 +105,13 @@ impl<'t> Apply<'t> {
         }
         // A merge writes the batch as one upsert: new ids inserted, known ones replaced.
         let (total, updates) = (batch.len() as u64, batch.iter().filter(|l| existing.contains(l.id())).count() as u64);
-        let columns: Vec<&str> = crate::store::bulk::columns(rt).collect();
+        let columns = crate::store::bulk::stored_columns(rt);
         let sql = format!(
             "{} ON CONFLICT (id) DO UPDATE SET {}",
             crate::store::dialect::insert_rows(rt.table, &columns, batch.len()),
             columns[1..].iter().map(|c| format!("{c} = excluded.{c}")).collect::<Vec<_>>().join(", ")
         );
-        let rows: Vec<Value> = batch.into_iter().flat_map(|l| l.row).collect();
+        let rows: Vec<Value> = batch.into_iter().flat_map(|l| crate::store::bulk::with_words(rt, l.row)).collect();
         self.loader.tx().execute(&sql, &rows).map_err(span)?;
         let i = TYPES.iter().position(|t| std::ptr::eq(*t, rt)).unwrap_or(0);
         self.updated.0[i] += updates;

@@ -15,7 +15,7 @@ use crate::resources::{Relationship, ResourceType};
 use crate::store::list::list;
 use crate::store::relations;
 use crate::store::select::{self, get, get_with, lock_row, must_exist, ReadOnce, Record, Selection};
-use crate::store::{snapshot, Tx};
+use crate::store::{self, snapshot, Tx};
 
 /// `GET` of a collection, or of one parent's children when `scope` is set.
 pub async fn collection(
@@ -36,7 +36,7 @@ pub async fn collection(
                 must_exist(tx, rel.fk.parent, parent)?;
             }
             let sel = Selection::new(rt, q.fieldset(rt), &q.include);
-            if q.include.is_empty() {
+            if q.include.is_empty() && q.search.is_none() {
                 // Rendered straight from the rows as they are stepped.
                 return response::collection(&base, &url, &q, &Included::new(), |items| {
                     list(tx, &sel, &q, scope, |row| items.push(&sel, row))
@@ -45,8 +45,15 @@ pub async fn collection(
             let mut page = Vec::new();
             let total = list(tx, &sel, &q, scope, |row| page.push(Record::of(row, &sel)))?;
             let included = relations::include(tx, &q, &sel, &mut page)?;
+            let meta = match &q.search {
+                Some(search) => {
+                    let ids: Vec<String> = page.iter().map(|r| r.id.clone()).collect();
+                    store::search::page_meta(tx, rt, search, &ids)?
+                }
+                None => Default::default(),
+            };
             response::collection(&base, &url, &q, &included, |items| {
-                page.iter().for_each(|rec| items.push(&sel, rec));
+                page.iter().for_each(|rec| items.push_with_meta(&sel, rec, meta.get(&rec.id).map(String::as_str)));
                 Ok(total)
             })
         })
@@ -58,7 +65,7 @@ pub async fn collection(
 /// Whether a page is read by walking one index (so it may run inline): at most one sort key,
 /// and no filter that must look at rows beyond the page.
 fn is_bounded(q: &Query) -> bool {
-    q.sort.len() <= 1 && q.filters.iter().all(|f| !matches!(f, Filter::Equals(a, _) if !a.unique))
+    q.search.is_none() && q.sort.len() <= 1 && q.filters.iter().all(|f| !matches!(f, Filter::Equals(a, _) if !a.unique))
 }
 
 /// The document of resource `id` with what `q` includes; 404 when it does not exist.

@@ -94,6 +94,11 @@ impl Doc {
 
     /// Writes one resource object of the selection.
     pub fn resource(&mut self, base: &Base, sel: &Selection, rec: &impl Fields) {
+        self.resource_with_meta(base, sel, rec, None);
+    }
+
+    /// Writes one resource object of the selection, with `meta` (a JSON object) when given.
+    pub fn resource_with_meta(&mut self, base: &Base, sel: &Selection, rec: &impl Fields, meta: Option<&str>) {
         let ty = sel.rt.name;
         let id = rec.id();
         self.self_url.clear();
@@ -116,6 +121,10 @@ impl Doc {
                 self.relationship(rel, sel, rec);
             }
             self.buf.push(b'}');
+        }
+        if let Some(meta) = meta {
+            self.raw(r#","meta":"#);
+            self.raw(meta);
         }
         self.raw(r#","links":{"self":""#);
         self.buf.extend_from_slice(&self.self_url);

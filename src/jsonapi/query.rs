@@ -9,11 +9,14 @@ use warp::http::StatusCode;
 
 use crate::error::{Error, Problem};
 use crate::resources::{Attribute, Kind, Relationship, ResourceType};
+use crate::search::SearchQuery;
 
 pub const DEFAULT_PAGE_SIZE: u64 = 20;
 pub const MAX_PAGE_SIZE: u64 = 100;
 pub const MAX_IDS: usize = 100;
 pub const MAX_INCLUDE_DEPTH: usize = 2;
+/// The sort key of a search's relevance (`sort=-relevance`).
+pub const RELEVANCE: &str = "relevance";
 
 /// What an endpoint accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +43,7 @@ impl Page {
 
 #[derive(Debug, Clone, Copy)]
 pub struct SortKey {
-    /// `"id"` or a sortable attribute's column.
+    /// `"id"`, a sortable attribute's column, or [`RELEVANCE`].
     pub column: &'static str,
     pub descending: bool,
 }
@@ -79,6 +82,8 @@ pub struct Query {
     pub include: Vec<Include>,
     /// `fields[type]`: the members to render per type; a type not listed renders everything.
     pub fields: BTreeMap<&'static str, Vec<String>>,
+    /// `filter[search]`: the full-text search, if any.
+    pub search: Option<SearchQuery>,
     /// The pairs as received (still encoded) with their decoded keys, for paging links.
     pairs: Vec<(String, String)>,
 }
@@ -92,6 +97,7 @@ impl Query {
             filters: Vec::new(),
             include: Vec::new(),
             fields: BTreeMap::new(),
+            search: None,
             pairs: Vec::new(),
         };
         let raw = raw.unwrap_or("");
@@ -137,6 +143,9 @@ impl Query {
                     list.extend(value.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned));
                     Ok(())
                 }
+                "filter[search]" if crate::search::searchable(rt) => SearchQuery::parse(&value)
+                    .map(|s| q.search = Some(s))
+                    .map_err(|detail| Problem::bad_param(&key, detail)),
                 _ if key.starts_with("filter[") && key.ends_with(']') => {
                     parse_filter(&key, &key[7..key.len() - 1], &value, rt).map(|f| q.filters.push(f))
                 }
@@ -150,6 +159,15 @@ impl Query {
             if let Err(p) = result {
                 problems.push(p);
             }
+        }
+        if q.search.is_none()
+            && q.sort.iter().any(|k| k.column == RELEVANCE)
+            && !seen.iter().any(|k| k == "filter[search]")
+        {
+            problems.push(Problem::bad_param(
+                "sort",
+                "`relevance` orders the results of a search: give `filter[search]` with it, or sort by another field.",
+            ));
         }
         if let Some(list) = ids {
             if list.len() > MAX_IDS {
@@ -222,8 +240,21 @@ fn parse_sort(value: &str, rt: &ResourceType) -> Result<Vec<SortKey>, Problem> {
             Some(rest) => (rest, true),
             None => (field, false),
         };
+        if name == RELEVANCE && crate::search::searchable(rt) {
+            if !descending {
+                return Err(Problem::bad_param("sort", "`relevance` sorts best matches first: write `-relevance`."));
+            }
+            if keys.iter().any(|k| k.column == RELEVANCE) {
+                return Err(Problem::bad_param("sort", format!("`sort` names `{name}` twice; name each field once.")));
+            }
+            keys.push(SortKey { column: RELEVANCE, descending });
+            continue;
+        }
         let Some(column) = rt.sort_fields().find(|f| *f == name) else {
-            let known: Vec<&str> = rt.sort_fields().collect();
+            let mut known: Vec<&str> = rt.sort_fields().collect();
+            if crate::search::searchable(rt) {
+                known.push("-relevance (with filter[search])");
+            }
             return Err(Problem::bad_param(
                 "sort",
                 format!("`{name}` is not a sort field of {}; use one of: {}.", rt.name, known.join(", ")),
@@ -283,6 +314,9 @@ fn parse_filter(key: &str, name: &str, value: &str, rt: &'static ResourceType) -
         let mut known = vec!["id".to_owned()];
         known.extend(rt.attributes.iter().filter(|a| a.filterable).map(|a| a.name.to_owned()));
         known.extend(rt.to_one().map(|r| r.name.to_owned()));
+        if crate::search::searchable(rt) {
+            known.push("search".to_owned());
+        }
         return Err(Problem::bad_param(
             key,
             format!("{} cannot be filtered by `{name}`; filter by one of: {}.", rt.name, known.join(", ")),

@@ -140,10 +140,15 @@ pub struct Items<'d> {
 
 impl Items<'_> {
     pub fn push(&mut self, sel: &Selection, rec: &impl Fields) {
+        self.push_with_meta(sel, rec, None);
+    }
+
+    /// Adds a resource with its `meta` object (JSON), when given.
+    pub fn push_with_meta(&mut self, sel: &Selection, rec: &impl Fields, meta: Option<&str>) {
         if self.count > 0 {
             self.doc.byte(b',');
         }
-        self.doc.resource(self.base, sel, rec);
+        self.doc.resource_with_meta(self.base, sel, rec, meta);
         self.count += 1;
     }
 }

@@ -8,6 +8,7 @@ use super::schemas::filter_schema;
 use crate::jsonapi::body::singular;
 use crate::jsonapi::query::{MAX_IDS, MAX_PAGE_SIZE};
 use crate::resources::{ResourceType, TYPES};
+use crate::search::query::{MAX_CHARS, MAX_PHRASE_WORDS, MAX_TERMS, MIN_PREFIX};
 
 pub fn id_param(rt: &ResourceType) -> Value {
     json!({"name": "id", "in": "path", "required": true, "description": format!("The id of the {}.", singular(rt)),
@@ -40,7 +41,11 @@ pub fn single_params(rt: &'static ResourceType) -> Vec<Value> {
 
 /// Paging, sorting and filtering, plus `include` and `fields`.
 pub fn collection_params(rt: &'static ResourceType) -> Vec<Value> {
-    let sortable: Vec<&str> = rt.sort_fields().collect();
+    let mut sortable: Vec<&str> = rt.sort_fields().collect();
+    if crate::search::searchable(rt) {
+        sortable
+            .push("and, with `filter[search]` only, `-relevance` (best match first, the default order of a search)");
+    }
     let mut params = vec![
         query(
             "page[number]",
@@ -66,6 +71,10 @@ pub fn collection_params(rt: &'static ResourceType) -> Vec<Value> {
             json!({"type": "string"}),
         ),
     ];
+    if crate::search::searchable(rt) {
+        let attrs: Vec<&str> = crate::search::columns(rt).map(|(a, _)| a.name).collect();
+        params.push(query("filter[search]", search_doc(&attrs), json!({"type": "string", "maxLength": MAX_CHARS})));
+    }
     for a in rt.attributes.iter().filter(|a| a.filterable) {
         params.push(query(
             &format!("filter[{}]", a.name),
@@ -82,4 +91,24 @@ pub fn collection_params(rt: &'static ResourceType) -> Vec<Value> {
     }
     params.extend(single_params(rt));
     params
+}
+
+/// The description of `filter[search]` over the attributes `attrs`.
+fn search_doc(attrs: &[&str]) -> String {
+    format!(
+        "Full-text search over {}. Words separated by spaces must all match, each in any of them; \
+         case and accents do not count (`resume` finds `Résumé`), nor does HTML markup in a module's \
+         content. `word*` matches words that start with `word` (at least {MIN_PREFIX} letters or digits \
+         before `*`); `\"two words\"` matches them one after the other in one attribute, and `\"two wo\"*` \
+         takes the last as a prefix. Punctuation splits a word into a phrase (`e-mail` is `\"e mail\"`). \
+         At most {MAX_CHARS} characters, {MAX_TERMS} terms, {MAX_PHRASE_WORDS} words a phrase; there are \
+         no operators (`OR`, `-` are words or punctuation). Malformed text (an unclosed `\"`, a lone `*`, \
+         `*` inside a word, no word at all, too long, too many terms) is a 400 naming `filter[search]`. \
+         Without `sort`, results come best match first: those whose title holds every term, then the \
+         others, each by id. Each resource found carries `meta.search`: `attribute`, the first attribute in which a \
+         term matches, and `excerpt`, about {} characters of its text around the first match, as \
+         HTML-escaped text with every match in `<mark>`...`</mark>` and `…` where text is left out.",
+        attrs.join(", "),
+        crate::search::excerpt::LENGTH
+    )
 }

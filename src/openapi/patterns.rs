@@ -3,7 +3,7 @@
 //!
 //! Items are separated by commas and trimmed of the whitespace Rust's `str::trim` removes.
 
-use crate::jsonapi::query::MAX_INCLUDE_DEPTH;
+use crate::jsonapi::query::{MAX_INCLUDE_DEPTH, RELEVANCE};
 use crate::resources::ResourceType;
 
 /// What `str::trim` removes (Unicode White_Space), the inside of a character class. Not `\s`:
@@ -60,10 +60,16 @@ pub fn include(rt: &'static ResourceType) -> String {
 }
 
 /// `sort`: at least one sort field, each at most once, `-` for descending.
+/// A searchable type also takes `-relevance` (descending only; with `filter[search]`, which a
+/// pattern cannot require).
 pub fn sort(rt: &ResourceType) -> String {
     let f = alternatives(rt.sort_fields());
-    let item = format!("{W}*-?(?:{f}){W}*");
+    let (item, all) = if crate::search::searchable(rt) {
+        (format!("{W}*(?:-?(?:{f})|-{RELEVANCE}){W}*"), format!("{f}|{RELEVANCE}"))
+    } else {
+        (format!("{W}*-?(?:{f}){W}*"), f.clone())
+    };
     // No field twice (with or without `-`); `[\s\S]`, since `.` stops at line breaks.
-    let twice = format!(r"(?!(?:[\s\S]*,)?{W}*-?({f}){W}*,(?:[\s\S]*,)?{W}*-?\1{W}*(?:,|$))");
+    let twice = format!(r"(?!(?:[\s\S]*,)?{W}*-?({all}){W}*,(?:[\s\S]*,)?{W}*-?\1{W}*(?:,|$))");
     format!("^{twice}{item}(?:,{item})*$")
 }

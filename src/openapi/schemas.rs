@@ -68,6 +68,7 @@ pub fn add_schemas(schemas: &mut Map<String, Value>, rt: &'static ResourceType) 
         "type": {"const": t}, "id": {"type": "string", "format": "uuid"},
         "attributes": {"type": "object", "properties": attrs, "additionalProperties": false},
         "relationships": {"type": "object", "properties": rels, "additionalProperties": false},
+        "meta": search_meta_schema(rt),
         "links": {"type": "object", "properties": {"self": {"type": "string"}}, "required": ["self"]}},
         "required": ["type", "id", "links"], "additionalProperties": false});
     let included = json!({"type": "array", "items": {"type": "object", "required": ["type", "id"]}});
@@ -147,4 +148,16 @@ pub fn page_meta_schema() -> Value {
 
 pub fn schema_ref(name: &str) -> Value {
     json!({"$ref": format!("#/components/schemas/{name}")})
+}
+
+/// A resource's `meta` in the results of `filter[search]`: where a term matched, and an
+/// excerpt with the matches marked.
+fn search_meta_schema(rt: &ResourceType) -> Value {
+    let attrs: Vec<&str> = crate::search::columns(rt).map(|(a, _)| a.name).collect();
+    json!({"type": "object", "description": "Only in the results of `filter[search]`.", "properties": {"search": {
+        "type": "object", "properties": {
+            "attribute": {"enum": attrs, "description": "The first searchable attribute in which a term matches."},
+            "excerpt": {"type": "string", "description": "Its text around the first match, HTML-escaped, matches in <mark>...</mark>."}},
+        "required": ["attribute", "excerpt"], "additionalProperties": false}},
+        "additionalProperties": false})
 }

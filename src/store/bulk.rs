@@ -105,7 +105,7 @@ impl<'t> Loader<'t> {
             self.flush()?;
         }
         self.rt = Some(rt);
-        self.rows.extend(row);
+        self.rows.extend(with_words(rt, row));
         self.pending += 1;
         if self.pending == ROWS_PER_INSERT {
             self.flush()?;
@@ -127,8 +127,7 @@ impl<'t> Loader<'t> {
         if self.pending == 0 {
             return Ok(());
         }
-        let cols: Vec<&str> = columns(rt).collect();
-        let sql = super::dialect::insert_rows(rt.table, &cols, self.pending);
+        let sql = super::dialect::insert_rows(rt.table, &stored_columns(rt), self.pending);
         self.tx.execute(&sql, &self.rows)?;
         if let Some(i) = TYPES.iter().position(|t| std::ptr::eq(*t, rt)) {
             self.counts.0[i] += self.pending as u64;
@@ -151,6 +150,26 @@ impl<'t> Loader<'t> {
 /// The columns of a bulk row of `rt`.
 pub fn columns(rt: &'static ResourceType) -> impl Iterator<Item = &'static str> {
     Selection::whole(rt).columns().split(", ")
+}
+
+/// The columns a bulk row of `rt` is stored with: [`columns`], then the words column of each
+/// searchable attribute (see [`with_words`]).
+pub fn stored_columns(rt: &'static ResourceType) -> Vec<&'static str> {
+    columns(rt).chain(crate::search::columns(rt).map(|(_, how)| how.column)).collect()
+}
+
+/// A bulk row of `rt` (in [`columns`] order) with the words of its searchable attributes
+/// appended, in [`stored_columns`] order: whatever writes rows in bulk indexes them.
+pub fn with_words(rt: &'static ResourceType, mut row: Vec<Value>) -> Vec<Value> {
+    let attrs = &Selection::whole(rt).attrs;
+    let mut words = Vec::new();
+    for (i, attr) in attrs.iter().enumerate() {
+        if let Some((_, w)) = row.get(1 + i).and_then(|v| crate::search::derived(attr, v)) {
+            words.push(w);
+        }
+    }
+    row.extend(words);
+    row
 }
 
 /// Calls `each` with every row of `rt` in id order, in [`Selection::whole`] column order, read

@@ -2,6 +2,19 @@
 //! declarations and runs unchanged on both (placeholders are written `?` and numbered for
 //! PostgreSQL when a statement is prepared, see [`numbered`]).
 
+use super::tx::Value;
+use crate::resources::ResourceType;
+use crate::search::SearchQuery;
+
+/// One tier of a search's results (see [`crate::store::search::page`]): its condition, the
+/// condition's parameters, and the expression to order it by (`id`, or an expression of the
+/// same order that keeps an engine from walking the id index when the tier is small).
+pub struct Tier {
+    pub condition: String,
+    pub values: Vec<Value>,
+    pub order: &'static str,
+}
+
 /// The SQL dialect of an engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Dialect {
@@ -52,6 +65,58 @@ impl Dialect {
         match self {
             Dialect::Sqlite => Some("PRAGMA mmap_size = 0"),
             Dialect::Postgres => None,
+        }
+    }
+
+    /// The text `hay` contains the text `needle` (both SQL expressions).
+    pub fn contains(self, hay: &str, needle: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("instr({hay}, {needle}) > 0"),
+            Dialect::Postgres => format!("strpos({hay}, {needle}) > 0"),
+        }
+    }
+
+    /// The condition that a row of `rt` matches the search `q`, with its parameters: each
+    /// engine queries its own index (see `sqlite/search.rs` and `postgres/search.rs`).
+    pub fn search_match(self, rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
+        match self {
+            Dialect::Sqlite => super::sqlite::search::matching(rt, q),
+            Dialect::Postgres => super::postgres::search::matching(rt, q),
+        }
+    }
+
+    /// A setting for the rest of a search's read transaction, if the engine needs one:
+    /// PostgreSQL would rather read a whole table than count a common word's matches from the
+    /// GIN index (its cost model does not know that an all-visible page need not be read).
+    pub fn search_setting(self) -> Option<&'static str> {
+        match self {
+            Dialect::Sqlite => None,
+            Dialect::Postgres => Some("SET LOCAL enable_seqscan = off"),
+        }
+    }
+
+    /// A statement counting the rows of `rt` that match the search `q` when nothing else
+    /// filters them, if the engine has one cheaper than counting the rows of the condition.
+    pub fn search_count(self, rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)> {
+        match self {
+            Dialect::Sqlite => Some(super::sqlite::search::count(rt, q)),
+            Dialect::Postgres => None,
+        }
+    }
+
+    /// The conditions of the tiers of a search's results, best first: a row of `rt` matches
+    /// `q` and every term is in its title; it matches and not every term is. `matching` is
+    /// how many rows of the table match, when known.
+    pub fn search_tiers(
+        self,
+        tx: &mut dyn super::Tx,
+        rt: &ResourceType,
+        q: &SearchQuery,
+        matching: Option<u64>,
+    ) -> crate::error::Result<Vec<Tier>> {
+        match self {
+            Dialect::Sqlite => super::sqlite::search::tiers(tx, rt, q, matching),
+            Dialect::Postgres => super::postgres::search::tiers(tx, rt, q, matching),
         }
     }
 

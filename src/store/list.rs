@@ -4,7 +4,7 @@ use super::paging::STRIDE;
 use super::select::{for_each, RowFields, Selection};
 use super::tx::{snapshot, Tx, Value};
 use crate::error::Result;
-use crate::jsonapi::query::{Filter, FilterValue, Query, SortKey};
+use crate::jsonapi::query::{Filter, FilterValue, Query, SortKey, RELEVANCE};
 use crate::resources::{Kind, Relationship, ResourceType};
 
 /// One page of a collection: calls `each` for its rows in order and returns the total count.
@@ -44,6 +44,10 @@ pub fn list(
             Filter::Nothing => wheres.push("1 = 0".into()),
         }
     }
+    if let Some(search) = &q.search {
+        add_parents(&parents, &mut wheres, &mut params);
+        return super::search::page(tx, sel, q, search, wheres, params, each);
+    }
     // The count is kept in `row_counts` for the whole table and for one parent's children.
     let whole = wheres.is_empty() && parents.is_empty();
     let counter = match (wheres.is_empty(), parents.as_slice()) {
@@ -51,23 +55,11 @@ pub fn list(
         (true, [(column, Some(parent))]) => Some((format!("{}.{column}", rt.table), (*parent).to_owned())),
         _ => None,
     };
-    for (column, parent) in parents {
-        match parent {
-            Some(p) => {
-                wheres.push(format!("{column} = ?"));
-                params.push(Value::Text(p.to_owned()));
-            }
-            None => wheres.push("1 = 0".into()),
-        }
-    }
-    let mut filter = if wheres.is_empty() { String::new() } else { format!(" WHERE {}", wheres.join(" AND ")) };
-
+    add_parents(&parents, &mut wheres, &mut params);
+    let mut filter = where_clause(&wheres);
     let (total, gen) = match counter {
         Some((tbl, parent)) => counted(tx, tbl, parent)?,
-        None => {
-            let sql = format!("SELECT count(*) FROM {}{filter}", rt.table);
-            (tx.first(&sql, &params)?.and_then(|v| v.cell().as_i64()).unwrap_or(0).max(0) as u64, 0)
-        }
+        None => (count_of(tx, &format!("SELECT count(*) FROM {}{filter}", rt.table), &params)?, 0),
     };
     let mut offset = q.page.offset();
     if offset >= total {
@@ -87,13 +79,40 @@ pub fn list(
     let order = match (q.sort.is_empty(), scope) {
         (true, Some((rel, _))) => rel.fk.children_order.to_owned(),
         (true, None) => "id".to_owned(),
-        (false, _) => order_by(rt, &q.sort),
+        (false, _) => order_by(rt, &q.sort, None),
     };
     let sql = format!("SELECT {} FROM {}{filter} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table);
     params.push(Value::Int(q.page.size as i64));
     params.push(Value::Int(offset.min(i64::MAX as u64) as i64));
     for_each(tx, sel, &sql, &params, each)?;
     Ok(total)
+}
+
+/// Adds the conditions of the parents (column, id; `None` matches nothing).
+fn add_parents(parents: &[(&str, Option<&str>)], wheres: &mut Vec<String>, params: &mut Vec<Value>) {
+    for (column, parent) in parents {
+        match parent {
+            Some(p) => {
+                wheres.push(format!("{column} = ?"));
+                params.push(Value::Text((*p).to_owned()));
+            }
+            None => wheres.push("1 = 0".into()),
+        }
+    }
+}
+
+/// ` WHERE` and the conditions, or nothing.
+pub fn where_clause(wheres: &[String]) -> String {
+    if wheres.is_empty() {
+        String::new()
+    } else {
+        format!(" WHERE {}", wheres.join(" AND "))
+    }
+}
+
+/// The count a statement selects (0 for none).
+pub fn count_of(tx: &mut dyn Tx, sql: &str, params: &[Value]) -> Result<u64> {
+    Ok(tx.first(sql, params)?.and_then(|v| v.cell().as_i64()).unwrap_or(0).max(0) as u64)
 }
 
 /// The total and generation kept in `row_counts` for (`tbl`, `parent`).
@@ -110,10 +129,13 @@ fn counted(tx: &mut dyn Tx, tbl: String, parent: String) -> Result<(u64, i64)> {
 
 /// The `ORDER BY` of `sort`, ending with `id`. Nulls come first in ascending order on every
 /// engine (SQLite's rule; PostgreSQL's default is the opposite).
-fn order_by(rt: &ResourceType, sort: &[SortKey]) -> String {
+pub fn order_by(rt: &ResourceType, sort: &[SortKey], relevance: Option<&str>) -> String {
     let mut keys: Vec<String> = sort
         .iter()
         .map(|k| {
+            if let (RELEVANCE, Some(score)) = (k.column, relevance) {
+                return format!("{score} DESC");
+            }
             let nullable = rt.attribute(k.column).is_some_and(|a| a.kind == Kind::NullableText);
             match (k.descending, nullable) {
                 (false, false) => k.column.to_owned(),

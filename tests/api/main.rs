@@ -18,5 +18,6 @@ mod process;
 mod relationships;
 mod replicas;
 mod resources;
+mod search;
 mod tokens;
 mod web;

@@ -42,7 +42,10 @@ impl Manager {
             .keepalives_idle(Duration::from_secs(30));
         // Bounded waits: a lock held elsewhere, or a statement that runs away, end in a 503
         // instead of holding a request (and a connection) indefinitely.
-        let options = format!("-c lock_timeout={lock_ms} -c statement_timeout={}", lock_ms.max(30_000));
+        // Memory for a search's bitmap of matches: at the default (4 MB) the bitmap of a word in
+        // a million rows turns lossy, and counting them reads every row again.
+        let options =
+            format!("-c lock_timeout={lock_ms} -c statement_timeout={} -c work_mem=32MB", lock_ms.max(30_000));
         // Connections of one process take consecutive slots from a random start, so that no two
         // of them, and rarely two of different replicas, add to the same counter row.
         let start = uuid::Uuid::new_v4().as_u128() as u32 % SLOTS;

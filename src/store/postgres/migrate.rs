@@ -4,8 +4,12 @@
 use super::client::PgConn;
 
 /// The schema migrations, in order; `coursed_schema` records those applied. Append only.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../../schema.postgres.sql"), include_str!("../../../migrations/postgres/0002-tokens.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("../../../schema.postgres.sql"), TOKENS, SEARCH];
+/// Tokens: named, scoped, hashed bearer tokens.
+const TOKENS: &str = include_str!("../../../migrations/postgres/0002-tokens.sql");
+/// Search: words columns and a GIN-indexed tsvector; the words of existing rows are computed
+/// after it.
+const SEARCH: &str = include_str!("../../../migrations/postgres/0003-search.sql");
 /// The advisory lock taken while migrating ("crsd").
 const LOCK: i64 = 0x6372_7364;
 
@@ -53,6 +57,12 @@ fn steps(conn: &mut PgConn) -> Result<i32, String> {
     }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         conn.batch(step).map_err(|e| format!("migration {} failed: {}", i + 1, message(e)))?;
+        if *step == SEARCH && version > 0 {
+            let shared = crate::store::tx::Shared::default();
+            let rows = crate::store::search::backfill_all(&mut super::tx::PgTx::new(conn, &shared))
+                .map_err(|e| format!("migration {} failed: {e}", i + 1))?;
+            log::info!("search words computed for {rows} existing resources");
+        }
         conn.rows("INSERT INTO coursed_schema (version) VALUES ($1)", &[&(i as i32 + 1)]).map_err(message)?;
     }
     Ok(version)

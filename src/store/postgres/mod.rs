@@ -19,6 +19,7 @@ mod bulk;
 mod client;
 mod connect;
 mod migrate;
+pub mod search;
 mod tx;
 
 use std::sync::Arc;

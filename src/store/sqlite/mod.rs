@@ -13,6 +13,7 @@
 mod backup;
 mod bulk;
 mod open;
+pub mod search;
 mod tx;
 mod writer;
 

@@ -7,8 +7,14 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../../schema.sql"), include_str!("../../../migrations/sqlite/0002-tokens.sql")];
+const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql"), TOKENS, SEARCH];
+/// Tokens: named, scoped, hashed bearer tokens.
+const TOKENS: &str = include_str!("../../../migrations/sqlite/0002-tokens.sql");
+/// Search: words columns and FTS5 indexes.
+const SEARCH: &str = include_str!("../../../migrations/sqlite/0003-search.sql");
+/// Where a migration has coursed compute the words of the rows that exist (see
+/// [`crate::store::search::backfill`]) before it goes on.
+const WORDS_MARKER: &str = "-- coursed: words of existing rows";
 /// How long opening waits for another process that is migrating the same file.
 const MIGRATION_WAIT: Duration = Duration::from_secs(60);
 /// Marks a file as a coursed database ("crsd").
@@ -90,7 +96,19 @@ fn migrate(c: &mut Connection) -> Result<(), String> {
         }
     }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        tx.execute_batch(step).map_err(|e| format!("migration {} failed: {e}", i + 1))?;
+        let failed = |e: String| format!("migration {} failed: {e}", i + 1);
+        // A migration may have the words of existing rows computed in the middle (search).
+        let (before, after) = step.split_once(WORDS_MARKER).unwrap_or((step, ""));
+        tx.execute_batch(before).map_err(|e| failed(e.to_string()))?;
+        if !after.is_empty() {
+            let shared = crate::store::tx::Shared::default();
+            let rows = crate::store::search::backfill_all(&mut super::tx::SqliteTx { conn: &tx, shared: &shared })
+                .map_err(|e| failed(e.to_string()))?;
+            if rows > 0 {
+                log::info!("search words computed for {rows} existing resources");
+            }
+            tx.execute_batch(after).map_err(|e| failed(e.to_string()))?;
+        }
     }
     if version < known {
         tx.pragma_update(None, "user_version", known).map_err(sql)?;
