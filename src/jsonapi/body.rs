@@ -17,6 +17,9 @@ pub struct Changes {
     /// Validated attribute values, in storage form.
     pub attributes: Vec<(&'static Attribute, Value)>,
     pub relationships: Vec<Linkage>,
+    /// The search words of the searchable attributes among `attributes`, as (words column,
+    /// words): computed here, on the request's thread, so that the one writer only stores them.
+    pub words: Vec<(&'static str, Value)>,
 }
 
 /// A relationship's new linkage as sent by the client.
@@ -164,7 +167,8 @@ pub fn resource_data(rt: &'static ResourceType, data: &Json, mode: Mode<'_>) -> 
         }
     }
     if problems.is_empty() {
-        Ok(Changes { attributes, relationships })
+        let words = attributes.iter().filter_map(|(a, v)| crate::search::derived(a, v)).collect();
+        Ok(Changes { attributes, relationships, words })
     } else {
         Err(Error::many(problems))
     }

@@ -10,18 +10,12 @@ use crate::jsonapi::query::{Query, RELEVANCE};
 use crate::resources::{Attribute, ResourceType, TYPES};
 use crate::search::{self, SearchQuery};
 
-/// Adds the words columns of the searchable attributes among `attrs` (set to `values`) to an
-/// insert's or update's `columns` and `values`.
-pub fn add_words<'a>(
-    attrs: impl IntoIterator<Item = (&'a Attribute, &'a Value)>,
-    columns: &mut Vec<&'static str>,
-    values: &mut Vec<Value>,
-) {
-    for (attr, value) in attrs {
-        if let Some((column, words)) = search::derived(attr, value) {
-            columns.push(column);
-            values.push(words);
-        }
+/// Adds the words columns of a write (see [`Changes::words`](crate::jsonapi::body::Changes))
+/// to an insert's or update's `columns` and `values`.
+pub fn add_words(words: &[(&'static str, Value)], columns: &mut Vec<&'static str>, values: &mut Vec<Value>) {
+    for (column, words) in words {
+        columns.push(column);
+        values.push(words.clone());
     }
 }
 

@@ -44,7 +44,7 @@ pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> 
         columns.push(attr.name);
         values.push(value.clone());
     }
-    super::search::add_words(changes.attributes.iter().map(|(a, v)| (*a, v)), &mut columns, &mut values);
+    super::search::add_words(&changes.words, &mut columns, &mut values);
     // Without to-many linkage the parents are checked by the insert itself: it inserts only if
     // every parent named exists (one statement instead of one more per parent); only when it
     // inserted nothing are they looked up, to say which is missing.
@@ -95,8 +95,7 @@ pub fn create_batch(
     let mut columns = vec!["id", "created_at", "updated_at"];
     columns.extend(first.attributes.iter().map(|(a, _)| a.name));
     columns.extend(first.relationships.iter().map(|l| l.rel.fk.column));
-    let mut no_values = Vec::new();
-    super::search::add_words(first.attributes.iter().map(|(a, v)| (*a, v)), &mut columns, &mut no_values);
+    columns.extend(first.words.iter().map(|(c, _)| *c));
     let mut values = Vec::with_capacity(items.len() * columns.len());
     for (id, changes) in items {
         let same = changes.attributes.len() == first.attributes.len()
@@ -111,7 +110,7 @@ pub fn create_batch(
         values.extend([Value::Text(id.clone()), Value::Time(now), Value::Time(now)]);
         values.extend(changes.attributes.iter().map(|(_, v)| v.clone()));
         values.extend(changes.relationships.iter().map(|l| Value::text_or_null(l.ids.first().map(String::as_str))));
-        super::search::add_words(changes.attributes.iter().map(|(a, v)| (*a, v)), &mut Vec::new(), &mut values);
+        super::search::add_words(&changes.words, &mut Vec::new(), &mut values);
     }
     // The parents named, each looked up once (on PostgreSQL a foreign-key violation would read
     // as a concurrent change).
@@ -179,7 +178,7 @@ pub fn update(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str, changes: &Ch
         sets.push(format!("{} = ?", attr.name));
         values.push(value.clone());
     }
-    super::search::add_words(changes.attributes.iter().map(|(a, v)| (*a, v)), &mut words, &mut values);
+    super::search::add_words(&changes.words, &mut words, &mut values);
     sets.extend(words.iter().map(|c| format!("{c} = ?")));
     for l in changes.relationships.iter().filter(|l| l.rel.is_to_one()) {
         relations::check_parent_allowed(l)?;
