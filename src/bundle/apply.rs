@@ -14,7 +14,8 @@ const BATCH: usize = 100;
 /// The temporary table of the ids a merge has seen (so that a repeated id is caught).
 const SEEN: &str = "coursed_bundle_seen";
 
-/// One resource line: its row in [`Selection::whole`] column order.
+/// One resource line: its row in [`Selection::whole`] column order, its search words appended
+/// ([`crate::store::bulk::stored_columns`] order).
 pub struct Line {
     pub number: u64,
     pub rt: &'static ResourceType,
@@ -99,7 +100,7 @@ impl<'t> Apply<'t> {
         if !self.merge {
             for line in batch {
                 let number = line.number;
-                self.loader.push(rt, line.row).map_err(|e| format!("line {number}: {e}"))?;
+                self.loader.push_stored(rt, line.row).map_err(|e| format!("line {number}: {e}"))?;
             }
             return self.loader.flush().map_err(span);
         }
@@ -111,7 +112,7 @@ impl<'t> Apply<'t> {
             crate::store::dialect::insert_rows(rt.table, &columns, batch.len()),
             columns[1..].iter().map(|c| format!("{c} = excluded.{c}")).collect::<Vec<_>>().join(", ")
         );
-        let rows: Vec<Value> = batch.into_iter().flat_map(|l| crate::store::bulk::with_words(rt, l.row)).collect();
+        let rows: Vec<Value> = batch.into_iter().flat_map(|l| l.row).collect();
         self.loader.tx().execute(&sql, &rows).map_err(span)?;
         let i = TYPES.iter().position(|t| std::ptr::eq(*t, rt)).unwrap_or(0);
         self.updated.0[i] += updates;

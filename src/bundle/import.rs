@@ -206,6 +206,8 @@ fn parse(number: u64, bytes: &[u8]) -> Result<Item, String> {
         }
         row.push(Value::text_or_null(parent.map(String::as_str)));
     }
+    // The words the check above computed, not computed again.
+    let row = crate::store::bulk::with_known_words(rt, row, &changes.words);
     Ok(Item::Resource(Line { number, rt, row }))
 }
 

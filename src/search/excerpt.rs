@@ -8,7 +8,7 @@
 
 use std::ops::Range;
 
-use super::{html, spans, SearchQuery, Searchable};
+use super::{spans, SearchQuery, Searchable};
 
 /// About how many characters an excerpt shows.
 pub const LENGTH: usize = 160;
@@ -26,16 +26,10 @@ pub struct Excerpt {
 /// text) in which a term matches; `None` when none does.
 pub fn excerpt(q: &SearchQuery, texts: &[(&'static str, &Searchable, &str)]) -> Option<Excerpt> {
     for (name, how, text) in texts {
-        let plain;
-        let text = if how.html {
-            plain = html::text(text);
-            plain.as_str()
-        } else {
-            text
-        };
-        let found = find(q, text, how.max_bytes);
+        let text = how.plain(text);
+        let found = find(q, &text, how.max_bytes);
         if let Some(first) = found.first() {
-            return Some(Excerpt { attribute: name, html: render(text, first.start, &found) });
+            return Some(Excerpt { attribute: name, html: render(&text, first.start, &found) });
         }
     }
     None

@@ -38,16 +38,20 @@ pub struct Searchable {
     pub max_bytes: usize,
 }
 
+impl Searchable {
+    /// The searchable text of an attribute's `text`: itself, or an HTML text's text content.
+    pub fn plain<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if self.html {
+            html::text(text).into()
+        } else {
+            text.into()
+        }
+    }
+}
+
 /// The words of `text`, space-separated, for an attribute searched as `how`.
 pub fn words_of(text: &str, how: &Searchable) -> String {
-    let plain;
-    let text = if how.html {
-        plain = html::text(text);
-        plain.as_str()
-    } else {
-        text
-    };
-    words(text, how.max_bytes)
+    words(&how.plain(text), how.max_bytes)
 }
 
 /// The words of plain `text`, space-separated, at most `max_bytes` of them (whole words).

@@ -101,11 +101,16 @@ impl<'t> Loader<'t> {
 
     /// Adds a row of `rt` in [`Selection::whole`] column order.
     pub fn push(&mut self, rt: &'static ResourceType, row: Vec<Value>) -> Result<(), DbError> {
+        self.push_stored(rt, with_words(rt, row))
+    }
+
+    /// Adds a row of `rt` in [`stored_columns`] order (its words already appended).
+    pub fn push_stored(&mut self, rt: &'static ResourceType, row: Vec<Value>) -> Result<(), DbError> {
         if self.rt.is_some_and(|t| !std::ptr::eq(t, rt)) {
             self.flush()?;
         }
         self.rt = Some(rt);
-        self.rows.extend(with_words(rt, row));
+        self.rows.extend(row);
         self.pending += 1;
         if self.pending == ROWS_PER_INSERT {
             self.flush()?;
@@ -160,12 +165,20 @@ pub fn stored_columns(rt: &'static ResourceType) -> Vec<&'static str> {
 
 /// A bulk row of `rt` (in [`columns`] order) with the words of its searchable attributes
 /// appended, in [`stored_columns`] order: whatever writes rows in bulk indexes them.
-pub fn with_words(rt: &'static ResourceType, mut row: Vec<Value>) -> Vec<Value> {
+pub fn with_words(rt: &'static ResourceType, row: Vec<Value>) -> Vec<Value> {
+    with_known_words(rt, row, &[])
+}
+
+/// [`with_words`], taking the words already computed in `known` (words column, words) instead
+/// of computing them again.
+pub fn with_known_words(rt: &'static ResourceType, mut row: Vec<Value>, known: &[(&'static str, Value)]) -> Vec<Value> {
     let attrs = &Selection::whole(rt).attrs;
     let mut words = Vec::new();
     for (i, attr) in attrs.iter().enumerate() {
-        if let Some((_, w)) = row.get(1 + i).and_then(|v| crate::search::derived(attr, v)) {
-            words.push(w);
+        let Some(how) = &attr.search else { continue };
+        match known.iter().find(|(column, _)| *column == how.column) {
+            Some((_, w)) => words.push(w.clone()),
+            None => words.extend(row.get(1 + i).and_then(|v| crate::search::derived(attr, v)).map(|(_, w)| w)),
         }
     }
     row.extend(words);
