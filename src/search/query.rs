@@ -43,7 +43,9 @@ impl Term {
         s
     }
 
-    /// Whether the term matches in `words` (an attribute's words, space-separated).
+    /// Whether the term matches in `words` (an attribute's words, space-separated): the rule
+    /// the engines' queries follow, stated once for the unit tests.
+    #[cfg(test)]
     pub fn matches(&self, words: &str) -> bool {
         format!(" {words} ").contains(&self.needle())
     }
@@ -143,11 +145,6 @@ impl SearchQuery {
             let last = t.words.len() - 1;
             t.words.iter().enumerate().map(move |(i, w)| (w.as_str(), t.prefix && i == last))
         })
-    }
-
-    /// How many of the terms match in `words` (an attribute's words): the relevance.
-    pub fn score(&self, words: &str) -> usize {
-        self.terms.iter().filter(|t| t.matches(words)).count()
     }
 }
 

@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use super::store::{self, Listed};
 use super::{secret, Scope, BOOTSTRAP, CONFIGURED};
-use crate::error::Error;
 use crate::store::{display_name, is_postgres_url, Db, DbError, Durability, Options, Tx};
 
 /// A token just created: the token itself (shown once, never kept) and its row.
@@ -99,7 +98,8 @@ pub fn check_name(name: &str) -> Result<(), String> {
 fn on_database<T: Send + 'static>(
     database: &str,
     create: bool,
-    f: impl FnOnce(&mut dyn Tx) -> Result<T, DbError> + Send + 'static,
+    // FnMut: PostgreSQL may run a write again after a serialization failure.
+    mut f: impl FnMut(&mut dyn Tx) -> Result<T, DbError> + Send + 'static,
 ) -> Result<T, String> {
     if database == ":memory:" {
         return Err("tokens of a :memory: database vanish with the process; name a file or a postgres:// URL".into());
@@ -114,11 +114,7 @@ fn on_database<T: Send + 'static>(
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let mut f = Some(f);
-    let done = runtime.block_on(db.write(move |tx| {
-        let f = f.take().ok_or_else(|| Error::internal("a token command ran twice"))?;
-        Ok(f(tx)?)
-    }));
+    let done = runtime.block_on(db.write(move |tx| Ok(f(tx)?)));
     drop(runtime);
     drop(db);
     done.map_err(|e| format!("{}: {e}", display_name(database)))
