@@ -155,7 +155,7 @@ struct Refused(Refusal);
 impl warp::reject::Reject for Refused {}
 
 /// The address of the client, when a request carries it in its extensions (as tests do); the
-/// accept loop makes it known through [`with_peer`] instead.
+/// server makes it known through [`with_peer`] instead.
 #[derive(Debug, Clone, Copy)]
 pub struct Peer(pub SocketAddr);
 
@@ -200,18 +200,16 @@ fn authorized_as(headers: HeaderMap, outcome: Result<Option<Caller>, Refusal>) -
 }
 
 tokio::task_local! {
-    /// The peer address of the connection whose requests the current task serves.
+    /// The peer address of the connection the request being polled came on.
     static PEER: SocketAddr;
 }
 
-/// Runs `connection` (one client's connection, polled by one task) with its peer address
-/// `addr` known to every request it serves. A task-local costs a request nothing, where a
-/// request extension would cost it a map of its own.
-pub fn with_peer<F: std::future::Future>(
-    addr: SocketAddr,
-    connection: F,
-) -> impl std::future::Future<Output = F::Output> {
-    PEER.scope(addr, connection)
+/// Runs `f` (a request's call, or one poll of its handler) with the peer address `addr` known to
+/// authentication. Set around each request rather than around its connection's task: HTTP/2
+/// runs each stream's handler in a task of its own. A task-local costs a request nothing, where
+/// a request extension would cost it a map of its own.
+pub fn with_peer<R>(addr: SocketAddr, f: impl FnOnce() -> R) -> R {
+    PEER.sync_scope(addr, f)
 }
 
 /// A resource type named by a path segment; any other segment is no route.

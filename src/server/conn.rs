@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -270,11 +271,13 @@ impl<T> Watched<T> {
 pub struct Tracked<S> {
     inner: S,
     watch: Arc<Watch>,
+    /// The client's address, known to each request's handler (see [`crate::http::with_peer`]).
+    peer: SocketAddr,
 }
 
 impl<S> Tracked<S> {
-    pub fn new(inner: S, watch: Arc<Watch>) -> Tracked<S> {
-        Tracked { inner, watch }
+    pub fn new(inner: S, watch: Arc<Watch>, peer: SocketAddr) -> Tracked<S> {
+        Tracked { inner, watch, peer }
     }
 }
 
@@ -288,7 +291,8 @@ where
 
     fn call(&self, req: Request<B>) -> Self::Future {
         self.watch.begin(req.version());
-        InFlight { inner: self.inner.call(req), _busy: Busy(self.watch.clone()) }
+        let inner = crate::http::with_peer(self.peer, || self.inner.call(req));
+        InFlight { inner, peer: self.peer, _busy: Busy(self.watch.clone()) }
     }
 }
 
@@ -305,6 +309,7 @@ pin_project_lite::pin_project! {
     pub struct InFlight<F> {
         #[pin]
         inner: F,
+        peer: SocketAddr,
         _busy: Busy,
     }
 }
@@ -312,6 +317,7 @@ pin_project_lite::pin_project! {
 impl<F: Future> Future for InFlight<F> {
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        self.project().inner.poll(cx)
+        let this = self.project();
+        crate::http::with_peer(*this.peer, || this.inner.poll(cx))
     }
 }

@@ -177,13 +177,12 @@ pub async fn serve(
         let id = next_id;
         next_id += 1;
         room.open.lock().unwrap_or_else(|e| e.into_inner()).insert(id, watch.clone());
-        let service = Tracked::new(TowerToHyperService::new(warp::service(routes.clone())), watch.clone());
+        let service = Tracked::new(TowerToHyperService::new(warp::service(routes.clone())), watch.clone(), peer);
         let io = TokioIo::new(Watched::new(stream, watch.clone()));
         let connection = builder.serve_connection_with_upgrades(io, service).into_owned();
         let (room, stopped) = (room.clone(), stopped.clone());
         tokio::spawn(async move {
-            // The peer's address, for authentication's throttling (a task-local).
-            crate::http::with_peer(peer, conn::run(connection, watch, limits, stopped)).await;
+            conn::run(connection, watch, limits, stopped).await;
             room.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             drop(slot);
         });
