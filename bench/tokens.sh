@@ -7,6 +7,7 @@
 #   bench/tokens.sh [BIN]     (default target/release/coursed; ROUNDS=3, SECONDS_EACH=10)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. bench/port.sh
 bin=${1:-target/release/coursed}
 rounds=${ROUNDS:-3}
 secs=${SECONDS_EACH:-10}
@@ -21,13 +22,9 @@ db_token=$("$bin" token create --database "$work/w1.db" --name bench --scope rea
 start() {
   "$bin" serve --port 0 --database "$work/w1.db" --token bench-token --log-level warn >"$work/server.log" 2>&1 &
   server=$!
-  url=
-  for _ in $(seq 1 200); do
-    url=$(grep -o 'listening on http://[0-9.:]*' "$work/server.log" | sed 's/listening on //') || true
-    [ -n "$url" ] && break
-    sleep 0.05
-  done
-  [ -n "$url" ] || { echo "coursed did not start" >&2; cat "$work/server.log" >&2; exit 1; }
+  local port
+  port=$(port_of "$work/server.log") || { echo "coursed did not start" >&2; cat "$work/server.log" >&2; exit 1; }
+  url="http://127.0.0.1:$port"
 }
 
 # First and second request of a database token in a fresh process.

@@ -42,12 +42,6 @@ impl Template {
     }
 }
 
-/// `r` marked as answered by the route of `template`.
-pub fn templated(mut r: Response, template: Template) -> Response {
-    r.extensions_mut().insert(template);
-    r
-}
-
 /// `r` marked with the route it took (`None`: a path that names nothing).
 pub fn marked(mut r: Response, template: Option<Template>) -> Response {
     if let Some(template) = template {

@@ -124,7 +124,7 @@ pub struct Req {
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let web = app.web.clone();
     let log = app.access_log.clone();
-    let fixed = |path| move |r| access::templated(r, Template::Fixed(path));
+    let fixed = |path| move |r| access::marked(r, Some(Template::Fixed(path)));
     let openapi =
         warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve).map(fixed("/v1/openapi.json"));
     let healthz = warp::path!("healthz").and(warp::method()).map(health::healthz).map(fixed("/healthz"));
