@@ -26,7 +26,8 @@ pub fn bulk<T>(
     let mut tx = PgTx::new(&mut conn, &shared);
     let fail = |e| format!("loading {name} failed: {e}");
     // Servers on this database wait (and answer 503) rather than see a half-loaded catalogue.
-    tx.batch(&format!("BEGIN; LOCK TABLE {TABLES}, row_counts IN ACCESS EXCLUSIVE MODE")).map_err(fail)?;
+    tx.batch(&format!("BEGIN; LOCK TABLE {TABLES}, row_counts, search_changes, search_words IN ACCESS EXCLUSIVE MODE"))
+        .map_err(fail)?;
     // Statements are prepared once and run for every batch while the tables grow from nothing:
     // a generic plan made when they were empty would scan them whole for every batch.
     tx.batch("SET LOCAL plan_cache_mode = force_custom_plan").map_err(fail)?;
@@ -54,8 +55,7 @@ pub fn bulk<T>(
         return outcome;
     }
     tx.batch("COMMIT").map_err(fail)?;
-    // Vacuumed too, so that the pages are marked all-visible and a search can count its
-    // matches from the GIN index without reading the rows.
+    // Vacuumed too: fresh statistics for the planner, and pages marked all-visible.
     tx.batch(&format!("VACUUM (ANALYZE) {TABLES}")).map_err(fail)?;
     outcome
 }
@@ -73,4 +73,5 @@ INSERT INTO row_counts (tbl, parent, slot, n, gen)
     SELECT 'subjects.module_id', module_id, 0, count(*), 0 FROM subjects WHERE module_id IS NOT NULL GROUP BY module_id;
 INSERT INTO row_counts (tbl, parent, slot, n, gen)
     SELECT 'chapters.subject_id', subject_id, 0, count(*), 0 FROM chapters GROUP BY subject_id;
+SELECT search_recount();
 ";

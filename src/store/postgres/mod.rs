@@ -85,7 +85,9 @@ impl Postgres {
             .test_on_check_out(false)
             .build_unchecked(manager);
         log::info!("serving PostgreSQL database {name} (sslmode {:?})", manager_mode);
-        Ok(Postgres { engine: Some(Arc::new(Engine { pool, shared, name })), batcher: Arc::default() })
+        let engine = Arc::new(Engine { pool, shared, name });
+        start_folding(Arc::downgrade(&engine));
+        Ok(Postgres { engine: Some(engine), batcher: Arc::default() })
     }
 
     fn engine(&self) -> &Arc<Engine> {
@@ -200,6 +202,31 @@ fn transaction<T>(tx: &mut PgTx<'_>, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>
             }
             (Err(e), false)
         }
+    }
+}
+
+/// How often a process folds the log of search changes into the word counts.
+const FOLD_EVERY: Duration = Duration::from_secs(1);
+
+/// Folds the search changes every [`FOLD_EVERY`] (see [`search::fold`]) for as long as the
+/// engine lives. The totals stay exact without it (they count the changes not folded), only
+/// slower as the log grows.
+fn start_folding(engine: std::sync::Weak<Engine>) {
+    let spawned = std::thread::Builder::new().name("coursed-pg-fold".into()).spawn(move || loop {
+        std::thread::sleep(FOLD_EVERY);
+        let Some(engine) = engine.upgrade() else { return };
+        let Ok(mut conn) = engine.pool.get() else { continue };
+        match search::fold(&mut conn, 20) {
+            Ok(0) => {}
+            Ok(n) => log::debug!("folded {n} search changes into the word counts"),
+            Err(e) => {
+                log::debug!("cannot fold search changes now: {e}");
+                conn.broken = true;
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        log::warn!("cannot start folding search changes ({e}); one-word search totals will slow down as they grow");
     }
 }
 

@@ -28,6 +28,70 @@ pub fn tsquery(q: &SearchQuery) -> String {
     words.join(" & ")
 }
 
+/// How many rows of `rt` hold the one word that `q` searches (not a prefix), when nothing else
+/// filters them: the count folded into `search_words` plus the changes not yet folded (see
+/// migrations/postgres/0004-search-counts.sql), one snapshot for both. `None` for any other
+/// search, whose rows are counted.
+pub fn count(rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)> {
+    let [one] = q.terms.as_slice() else { return None };
+    let [word] = one.words.as_slice() else { return None };
+    if one.prefix {
+        return None;
+    }
+    let sql = "SELECT CAST(coalesce((SELECT n FROM search_words WHERE tbl = ? AND word = ?), 0) \
+               + coalesce((SELECT sum(sign) FROM search_changes WHERE tbl = ? \
+               AND words @@ CAST(CAST(? AS text) AS tsquery)), 0) AS BIGINT)";
+    let table = Value::Text(rt.table.to_owned());
+    Some((sql.to_owned(), vec![table.clone(), Value::Text(word.clone()), table, Value::Text(tsquery(q))]))
+}
+
+/// Changes folded by one statement of [`fold`].
+const FOLD_BATCH: i64 = 10_000;
+/// The advisory lock held while folding ("crsf"): one replica folds at a time.
+const FOLD_LOCK: i64 = 0x6372_7366;
+
+/// Folds the oldest changes of `search_changes` into `search_words` (adding each change's sign
+/// to the count of each of its words) and deletes them, in one transaction, up to `batches`
+/// times [`FOLD_BATCH`] of them; returns how many it folded. Does nothing while another
+/// connection folds.
+pub fn fold(conn: &mut super::client::PgConn, batches: u32) -> Result<u64, tokio_postgres::Error> {
+    const STEP: &str = "WITH folded AS (
+            DELETE FROM search_changes WHERE id IN (SELECT id FROM search_changes ORDER BY id LIMIT $1)
+            RETURNING tbl, sign, words
+        ), added AS (
+            INSERT INTO search_words AS s (tbl, word, n)
+            SELECT tbl, w, sum(sign) FROM folded, unnest(tsvector_to_array(words)) AS w GROUP BY tbl, w
+            ON CONFLICT (tbl, word) DO UPDATE SET n = s.n + EXCLUDED.n
+        )
+        SELECT count(*) FROM folded";
+    let mut done = 0;
+    for _ in 0..batches {
+        conn.batch("BEGIN")?;
+        let step = (|| {
+            let locked: bool = conn.rows("SELECT pg_try_advisory_xact_lock($1)", &[&FOLD_LOCK])?[0].get(0);
+            if !locked {
+                return Ok(0);
+            }
+            let n: i64 = conn.rows(STEP, &[&FOLD_BATCH])?[0].get(0);
+            Ok(n)
+        })();
+        match step {
+            Ok(n) => {
+                conn.batch("COMMIT")?;
+                done += n as u64;
+                if n < FOLD_BATCH {
+                    break;
+                }
+            }
+            Err(e) => {
+                let _ = conn.batch("ROLLBACK");
+                return Err(e);
+            }
+        }
+    }
+    Ok(done)
+}
+
 /// A search matching fewer than 1 in this many rows of the table is read from the GIN index
 /// and sorted; a larger one by walking the id index and testing each row.
 const WALK_SHARE: u64 = 50;
