@@ -133,6 +133,9 @@ def main():
     ap.add_argument("--no-pg", action="store_true")
     ap.add_argument("--no-sqlite", action="store_true")
     ap.add_argument("--sqlite-database", help="an existing generated SQLite catalogue to use (and change)")
+    ap.add_argument("--postgres-url", help="an existing generated PostgreSQL catalogue to use (and change), "
+                    "with its ids in --ids-dir, instead of a throwaway cluster")
+    ap.add_argument("--ids-dir", help="the --ids-dir of the generation of --postgres-url")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="coursed-search-")
     os.chmod(work, 0o755)  # the PostgreSQL cluster below it runs as another user
@@ -152,7 +155,12 @@ def main():
                                     lambda: run(["sqlite3", db, DROP_SQLITE]) if shutil.which("sqlite3")
                                     else __import__("sqlite3").connect(db).executescript(DROP_SQLITE))
         print(json.dumps(results["sqlite"]), file=sys.stderr)
-        if not args.no_pg:
+        if args.postgres_url:
+            psql = lambda sql: subprocess.run(["psql", "-X", "-qAt", "-v", "ON_ERROR_STOP=1", "-d", args.postgres_url,
+                                               "-c", sql], check=True, capture_output=True)
+            results["postgres"] = measure("postgres", args.postgres_url, args.ids_dir, work, args,
+                                          lambda: psql(DROP_PG))
+        elif not args.no_pg:
             cluster = Cluster(os.path.join(work, "pg"), lambda m: print(m, file=sys.stderr))
             cluster.start()
             try:
