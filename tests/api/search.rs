@@ -366,11 +366,24 @@ async fn a_database_made_before_search_is_migrated_and_indexed() {
          INSERT INTO chapters (id, title, subject_id, created_at, updated_at) VALUES
             ('01900000-0000-7000-8000-000000000003', 'Old chapter', '01900000-0000-7000-8000-000000000002', {now}, {now});"
     );
-    engine.execute(&database, &format!("{schema}\n{stamp}\n{rows}"));
+    // More rows than the migration computes at once, with the word `batched` among others.
+    let many: String = (0..1100)
+        .map(|i| {
+            format!(
+                "INSERT INTO subjects (id, title, introduction, created_at, updated_at) VALUES
+                    ('01900000-0000-7000-8000-1{i:011}', 'Batched {i}', 'Number {i}', {now}, {now});\n"
+            )
+        })
+        .collect();
+    engine.execute(&database, &format!("{schema}\n{stamp}\n{rows}\n{many}"));
     let t = TestApp::open(engine, &database).await.unwrap();
     assert_eq!(search(&t, "/v1/modules", "cafe culture").await, ["Old module"]);
     assert_eq!(search(&t, "/v1/subjects", "naive resume").await, ["Old subject"]);
     assert_eq!(search(&t, "/v1/chapters", "old").await, ["Old chapter"]);
+    let r = t.get("/v1/subjects?filter[search]=batched&sort=title").await;
+    assert_eq!(r.body["meta"]["page"]["total"], 1100);
+    assert_eq!(search(&t, "/v1/subjects", "1099").await, ["Batched 1099"]);
+    assert_eq!(search(&t, "/v1/subjects", "number 0").await, ["Batched 0"]);
     // New writes are indexed beside the migrated rows.
     t.subject("Old and new", None).await;
     assert_eq!(search(&t, "/v1/subjects?sort=title", "old").await, ["Old and new", "Old subject"]);
