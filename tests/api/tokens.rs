@@ -302,21 +302,34 @@ async fn the_caller_is_in_the_response_extensions_and_last_use_is_recorded_once_
         })
         .await
         .unwrap();
+    // Five uses run one statement more each than five with the configured token (which is
+    // not a row): the token's row; not one to write its last use.
+    let by_row = statements_of_uses(&t, &token).await;
+    let configured = statements_of_uses(&t, TOKEN).await;
+    assert_eq!(by_row, configured + 5, "no write of the last use within the minute");
+    assert_eq!(last_used().await, earlier, "written at most once a minute");
+    let first = earlier;
+    let (_, list, _) = coursed_token(&t.database, &["list"]);
+    assert!(list.contains(&coursed::time::format_ms(first)), "{list}");
+}
+
+/// The SQL statements that five `GET /v1/modules` with `token` run, whatever they start in the
+/// background included.
+async fn statements_of_uses(t: &TestApp, token: &str) -> u64 {
+    let routes = coursed::http::routes(t.app.clone());
+    let before = t.statements();
     for _ in 0..5 {
-        as_token(&t, &token, "GET", "/v1/modules", HOME).reply(&routes).await;
+        assert_eq!(as_token(t, token, "GET", "/v1/modules", HOME).reply(&routes).await.status(), 200);
     }
-    // A write started by those requests would be queued by now (the runtime runs the tasks
-    // they spawned before this test's task again); on SQLite the one writer then runs it before
-    // the write below, on PostgreSQL it gets a moment on its own connection.
+    // A write started by those requests is queued by now (the runtime runs the tasks they
+    // spawned before this test's task again); on SQLite the one writer then runs it before the
+    // write below, on PostgreSQL it gets a moment on a connection of its own.
     tokio::task::yield_now().await;
     t.app.db.write(|_| Ok(())).await.unwrap();
     if t.engine == Engine::Postgres {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }
-    assert_eq!(last_used().await, earlier, "written at most once a minute");
-    let first = earlier;
-    let (_, list, _) = coursed_token(&t.database, &["list"]);
-    assert!(list.contains(&coursed::time::format_ms(first)), "{list}");
+    t.statements() - before
 }
 
 #[test]

@@ -31,6 +31,8 @@ pub fn bulk<T>(
     // Statements are prepared once and run for every batch while the tables grow from nothing:
     // a generic plan made when they were empty would scan them whole for every batch.
     tx.batch("SET LOCAL plan_cache_mode = force_custom_plan").map_err(fail)?;
+    // The recount at the end is one statement over every resource: no request's time limit.
+    tx.batch("SET LOCAL statement_timeout = 0").map_err(fail)?;
     let outcome = (|| {
         let existing = counts(&mut tx).map_err(fail)?.total();
         if target.clear_first(&name, existing)? {

@@ -216,13 +216,11 @@ fn start_folding(engine: std::sync::Weak<Engine>) {
         std::thread::sleep(FOLD_EVERY);
         let Some(engine) = engine.upgrade() else { return };
         let Ok(mut conn) = engine.pool.get() else { continue };
-        match search::fold(&mut conn, 20) {
+        match search::fold(&mut conn, 25) {
             Ok(0) => {}
             Ok(n) => log::debug!("folded {n} search changes into the word counts"),
-            Err(e) => {
-                log::debug!("cannot fold search changes now: {e}");
-                conn.broken = true;
-            }
+            // A lock held by a bulk load, say (a lost connection leaves the pool by itself).
+            Err(e) => log::debug!("cannot fold search changes now: {e}"),
         }
     });
     if let Err(e) = spawned {

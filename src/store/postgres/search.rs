@@ -45,8 +45,9 @@ pub fn count(rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)>
     Some((sql.to_owned(), vec![table.clone(), Value::Text(word.clone()), table, Value::Text(tsquery(q))]))
 }
 
-/// Changes folded by one statement of [`fold`].
-const FOLD_BATCH: i64 = 10_000;
+/// Changes folded by one statement of [`fold`] (each holds a row's words: a few dozen usually,
+/// up to a very long text's).
+const FOLD_BATCH: i64 = 2_000;
 /// The advisory lock held while folding ("crsf"): one replica folds at a time.
 const FOLD_LOCK: i64 = 0x6372_7366;
 
@@ -66,8 +67,10 @@ pub fn fold(conn: &mut super::client::PgConn, batches: u32) -> Result<u64, tokio
         SELECT count(*) FROM folded";
     let mut done = 0;
     for _ in 0..batches {
-        conn.batch("BEGIN")?;
+        // Without a time limit: a batch of very long texts may take a while, and a fold that
+        // always timed out would leave the log growing.
         let step = (|| {
+            conn.batch("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = 0")?;
             let locked: bool = conn.rows("SELECT pg_try_advisory_xact_lock($1)", &[&FOLD_LOCK])?[0].get(0);
             if !locked {
                 return Ok(0);
