@@ -146,3 +146,55 @@ fn a_replica_killed_with_sigkill_loses_nothing_it_acknowledged() {
         assert_eq!(b.call("GET", &format!("/v1/subjects/{id}"), "t", None).0, 200, "{id}");
     }
 }
+
+/// A bulk load takes its tables in one order, and a request running meanwhile may hold one of
+/// them and wait for another: PostgreSQL then aborts the load's lock (it has waited longest),
+/// and the load takes its locks again instead of failing.
+#[test]
+fn a_bulk_load_that_deadlocks_with_a_request_takes_its_locks_again() {
+    let Some(pg) = crate::pg_cluster::server() else { return };
+    let database = pg.fresh_database();
+    let connect = |url: &str| postgres::Client::connect(url, postgres::NoTls).expect("connect");
+    // Migrated by a first open, as a running server would have.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("one.jsonl");
+    let lines = [
+        json!({"format": "coursed-bundle", "version": 1}),
+        json!({"type": "modules", "id": "01900000-0000-7000-8000-000000000001", "attributes": {"title": "Loaded"}}),
+    ];
+    std::fs::write(&file, lines.iter().map(|l| l.to_string() + "\n").collect::<String>()).unwrap();
+    drop(coursed::store::Db::open(&crate::helpers::test_options(&database)).expect("migrated"));
+
+    // A request's snapshot that has read the word counts (as a one-word search does first).
+    let (url, (read_counts, counts_read), (go_on, told)) =
+        (database.clone(), std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+    let request = std::thread::spawn(move || {
+        let mut c = connect(&url);
+        let mut tx = c.transaction().unwrap();
+        tx.query("SELECT count(*) FROM search_words", &[]).unwrap();
+        read_counts.send(()).unwrap();
+        told.recv().unwrap();
+        // Now the resources, which the load holds: a deadlock, which PostgreSQL resolves by
+        // aborting the load's wait; this read then goes on.
+        tx.query("SELECT count(*) FROM modules", &[]).unwrap();
+        tx.commit().unwrap();
+    });
+    counts_read.recv().unwrap();
+    let (db, path) = (database.clone(), file.to_str().unwrap().to_owned());
+    let load = std::thread::spawn(move || {
+        coursed::bundle::import(&db, &path, coursed::bundle::Options { merge: false, dry_run: false })
+    });
+    // Wait until the load waits for the word counts the request holds.
+    let mut watcher = connect(&database);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiting = "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'search_words'::regclass";
+    while watcher.query_one(waiting, &[]).unwrap().get::<_, i64>(0) == 0 {
+        assert!(Instant::now() < deadline, "the load never waited for the word counts");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    go_on.send(()).unwrap();
+    request.join().unwrap();
+    load.join().unwrap().expect("the load takes its locks again and succeeds");
+    let loaded: i64 = watcher.query_one("SELECT count(*) FROM modules", &[]).unwrap().get(0);
+    assert_eq!(loaded, 1);
+}

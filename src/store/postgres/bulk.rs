@@ -26,8 +26,22 @@ pub fn bulk<T>(
     let mut tx = PgTx::new(&mut conn, &shared);
     let fail = |e| format!("loading {name} failed: {e}");
     // Servers on this database wait (and answer 503) rather than see a half-loaded catalogue.
-    tx.batch(&format!("BEGIN; LOCK TABLE {TABLES}, row_counts, search_changes, search_words IN ACCESS EXCLUSIVE MODE"))
-        .map_err(fail)?;
+    // Readers lock the count tables before the resource tables, writers the other way round:
+    // whichever order the load locks them in, a request running meanwhile may deadlock with it,
+    // and the load (waiting longest) is the one PostgreSQL aborts. Nothing is done yet then:
+    // it takes the locks again.
+    let lock = format!("BEGIN; LOCK TABLE {TABLES}, row_counts, search_changes, search_words IN ACCESS EXCLUSIVE MODE");
+    for attempt in 1.. {
+        match tx.batch(&lock) {
+            Ok(()) => break,
+            Err(_) if tx.conflict && attempt < 5 => {
+                let _ = tx.batch("ROLLBACK");
+                (tx.conflict, tx.failed) = (false, false);
+                std::thread::sleep(Duration::from_millis(100 * attempt));
+            }
+            Err(e) => return Err(fail(e)),
+        }
+    }
     // Statements are prepared once and run for every batch while the tables grow from nothing:
     // a generic plan made when they were empty would scan them whole for every batch.
     tx.batch("SET LOCAL plan_cache_mode = force_custom_plan").map_err(fail)?;
