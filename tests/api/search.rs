@@ -346,6 +346,10 @@ async fn one_word_totals_stay_exact_while_changes_are_folded_on_postgres() {
     assert_eq!(miscounted(&t).await, 0);
     assert_eq!(search(&t, s, "light").await, ["Light again", "Light and waves"]);
     assert_eq!(search(&t, s, "mirrors").await, ["Optics"]);
+    // A word no row holds any more is not kept.
+    let sql = "SELECT count(*) FROM search_words WHERE word = 'sugar'";
+    assert_eq!(t.sql_i64(sql, vec![]).await, 0);
+    assert_eq!(t.sql_i64("SELECT count(*) FROM search_words WHERE n = 0", vec![]).await, 0);
     assert_eq!(search(&t, "/v1/chapters", "light").await, ["Photons and light"]);
     assert_eq!(search(&t, "/v1/modules", "light").await, ["Physics"]);
 }

@@ -63,19 +63,30 @@ pub fn fold(conn: &mut super::client::PgConn, batches: u32) -> Result<u64, tokio
             INSERT INTO search_words AS s (tbl, word, n)
             SELECT tbl, w, sum(sign) FROM folded, unnest(tsvector_to_array(words)) AS w GROUP BY tbl, w
             ON CONFLICT (tbl, word) DO UPDATE SET n = s.n + EXCLUDED.n
+            RETURNING tbl, word, n
         )
-        SELECT count(*) FROM folded";
+        SELECT (SELECT count(*) FROM folded), array_agg(tbl) FILTER (WHERE n = 0),
+               array_agg(word) FILTER (WHERE n = 0)
+        FROM added";
+    // Words no row holds any more are dropped (ids and numbers in texts would pile up).
+    const UNHELD: &str = "DELETE FROM search_words
+        WHERE n = 0 AND (tbl, word) IN (SELECT * FROM unnest(CAST($1 AS text[]), CAST($2 AS text[])))";
     let mut done = 0;
     for _ in 0..batches {
         // Without a time limit: a batch of very long texts may take a while, and a fold that
         // always timed out would leave the log growing.
         let step = (|| {
             conn.batch("BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = 0")?;
-            let locked: bool = conn.rows("SELECT pg_try_advisory_xact_lock($1)", &[&FOLD_LOCK])?[0].get(0);
-            if !locked {
+            let locked = conn.rows("SELECT pg_try_advisory_xact_lock($1)", &[&FOLD_LOCK])?;
+            if !locked.first().is_some_and(|r| r.get::<_, bool>(0)) {
                 return Ok(0);
             }
-            let n: i64 = conn.rows(STEP, &[&FOLD_BATCH])?[0].get(0);
+            let Some(row) = conn.rows(STEP, &[&FOLD_BATCH])?.into_iter().next() else { return Ok(0) };
+            let (n, tables, words): (i64, Option<Vec<String>>, Option<Vec<String>>) =
+                (row.get(0), row.get(1), row.get(2));
+            if let (Some(tables), Some(words)) = (tables, words) {
+                conn.rows(UNHELD, &[&tables, &words])?;
+            }
             Ok(n)
         })();
         match step {
