@@ -151,7 +151,7 @@ async fn replicas_starting_together_migrate_once() {
         opened.unwrap().expect("every replica opens the database");
     }
     if engine == Engine::Postgres {
-        let t = TestApp::new().await;
+        let t = TestApp::open(engine, &database).await.unwrap();
         // Each migration recorded once, however many replicas raced to apply it.
         let (rows, last) = (
             t.sql_i64("SELECT count(*) FROM coursed_schema", vec![]).await,
