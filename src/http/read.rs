@@ -46,10 +46,7 @@ pub async fn collection(
             let total = list(tx, &sel, &q, scope, |row| page.push(Record::of(row, &sel)))?;
             let included = relations::include(tx, &q, &sel, &mut page)?;
             let meta = match &q.search {
-                Some(search) => {
-                    let ids: Vec<String> = page.iter().map(|r| r.id.clone()).collect();
-                    store::search::page_meta(tx, rt, search, &ids)?
-                }
+                Some(search) => store::search::page_meta(tx, &sel, search, &page)?,
                 None => Default::default(),
             };
             response::collection(&base, &url, &q, &included, |items| {

@@ -208,30 +208,50 @@ pub fn backfill_all(tx: &mut dyn Tx) -> Result<u64, DbError> {
 
 /// The `meta` of each resource of a search's page, by id: `{"search":{"attribute":NAME,
 /// "excerpt":HTML}}` with the excerpt of the first searchable attribute that matches (see
-/// [`crate::search::excerpt`]). Reads the texts of the page's resources (one statement).
+/// [`crate::search::excerpt`]). Made from the page's records (read with `sel`) when they hold
+/// every searchable attribute, else from their texts read again (one statement).
 pub fn page_meta(
     tx: &mut dyn Tx,
-    rt: &'static ResourceType,
+    sel: &Selection,
     q: &SearchQuery,
-    ids: &[String],
+    page: &[super::Record],
 ) -> Result<std::collections::HashMap<String, String>, DbError> {
+    use super::Fields;
+    let rt = sel.rt;
     let attrs: Vec<(&'static Attribute, &'static search::Searchable)> = search::columns(rt).collect();
-    let mut out = std::collections::HashMap::with_capacity(ids.len());
-    if ids.is_empty() || attrs.is_empty() {
+    let mut out = std::collections::HashMap::with_capacity(page.len());
+    if page.is_empty() || attrs.is_empty() {
         return Ok(out);
     }
+    let mut add = |id: &str, texts: &[(&'static str, &search::Searchable, &str)]| {
+        if let Some(e) = search::excerpt::excerpt(q, texts) {
+            let meta = serde_json::json!({"search": {"attribute": e.attribute, "excerpt": e.html}});
+            out.insert(id.to_owned(), meta.to_string());
+        }
+    };
+    let held: Option<Vec<usize>> =
+        attrs.iter().map(|(a, _)| sel.attrs.iter().position(|x| std::ptr::eq(*x, *a))).collect();
+    if let Some(held) = held {
+        for rec in page {
+            let texts: Vec<(&'static str, &search::Searchable, &str)> = attrs
+                .iter()
+                .zip(&held)
+                .map(|((a, how), &i)| (a.name, *how, rec.attr(i).as_str().unwrap_or("")))
+                .collect();
+            add(rec.id(), &texts);
+        }
+        return Ok(out);
+    }
+    let ids: Vec<String> = page.iter().map(|r| r.id.clone()).collect();
     let names: Vec<&str> = attrs.iter().map(|(a, _)| a.name).collect();
     let sql = format!("SELECT id, {} FROM {} WHERE {}", names.join(", "), rt.table, tx.dialect().in_ids("id"));
-    tx.query(&sql, &[Value::Ids(ids.to_vec())], &mut |r| {
+    tx.query(&sql, &[Value::Ids(ids)], &mut |r| {
         let texts: Vec<(&'static str, &search::Searchable, &str)> = attrs
             .iter()
             .enumerate()
             .map(|(i, (a, how))| (a.name, *how, r.cell(1 + i).as_str().unwrap_or("")))
             .collect();
-        if let Some(e) = search::excerpt::excerpt(q, &texts) {
-            let meta = serde_json::json!({"search": {"attribute": e.attribute, "excerpt": e.html}});
-            out.insert(r.cell(0).as_str().unwrap_or("").to_owned(), meta.to_string());
-        }
+        add(r.cell(0).as_str().unwrap_or(""), &texts);
     })?;
     Ok(out)
 }
