@@ -115,6 +115,11 @@ pub fn count_of(tx: &mut dyn Tx, sql: &str, params: &[Value]) -> Result<u64> {
     Ok(tx.first(sql, params)?.and_then(|v| v.cell().as_i64()).unwrap_or(0).max(0) as u64)
 }
 
+/// How many rows the table of `rt` holds (its count kept in `row_counts`).
+pub fn table_rows(tx: &mut dyn Tx, rt: &ResourceType) -> Result<u64> {
+    Ok(counted(tx, rt.table.to_owned(), String::new())?.0)
+}
+
 /// The total and generation kept in `row_counts` for (`tbl`, `parent`).
 fn counted(tx: &mut dyn Tx, tbl: String, parent: String) -> Result<(u64, i64)> {
     // Sums, because an engine may spread a counter over several rows to spare concurrent

@@ -191,8 +191,14 @@ pub fn backfill(tx: &mut dyn Tx, rt: &'static ResourceType) -> Result<u64, DbErr
             values.push(row[0].clone());
             values.extend(attrs.iter().zip(&row[1..]).filter_map(|(a, v)| search::derived(a, v).map(|(_, w)| w)));
         }
-        let sql = if rows.len() == BATCH { full.clone() } else { update(rows.len()) };
-        tx.execute(&sql, &values)?;
+        let partial;
+        let sql = if rows.len() == BATCH {
+            &full
+        } else {
+            partial = update(rows.len());
+            &partial
+        };
+        tx.execute(sql, &values)?;
         done += rows.len() as u64;
     }
 }

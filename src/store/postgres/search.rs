@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
 use crate::store::dialect::{Dialect, Tier};
-use crate::store::list::count_of;
+use crate::store::list::table_rows;
 use crate::store::Tx;
 use crate::store::Value;
 
@@ -120,16 +120,8 @@ pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<
     let (condition, values) = matching(rt, q);
     let title = crate::store::search::in_title(Dialect::Postgres, rt, q);
     let order = match known {
-        Some(n) => {
-            let sql = "SELECT CAST(sum(n) AS BIGINT) FROM row_counts WHERE tbl = ? AND parent = ''";
-            let rows = count_of(tx, sql, &[Value::Text(rt.table.to_owned())])?;
-            if n.saturating_mul(WALK_SHARE) < rows {
-                "id || ''"
-            } else {
-                "id"
-            }
-        }
-        None => "id",
+        Some(n) if n.saturating_mul(WALK_SHARE) < table_rows(tx, rt)? => "id || ''",
+        _ => "id",
     };
     Ok(vec![
         Tier { condition: format!("{condition} AND {title}"), values: values.clone(), order },

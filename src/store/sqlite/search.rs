@@ -5,7 +5,7 @@ use crate::error::Result;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
 use crate::store::dialect::{Dialect, Tier};
-use crate::store::list::count_of;
+use crate::store::list::{count_of, table_rows};
 use crate::store::search::{has_phrase, in_title, phrases};
 use crate::store::Tx;
 use crate::store::Value;
@@ -94,11 +94,7 @@ pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<
             vec![all_value, title_value],
         ));
     }
-    let rows = count_of(
-        tx,
-        "SELECT CAST(sum(n) AS BIGINT) FROM row_counts WHERE tbl = ? AND parent = ''",
-        &[Value::Text(t.to_owned())],
-    )?;
+    let rows = table_rows(tx, rt)?;
     let matching = match known {
         Some(n) => n,
         None => {
