@@ -24,7 +24,7 @@ use crate::store::{snapshot, write, Atomicity, Tx};
 use crate::tokens::Caller;
 
 /// Runs the handler of the chosen route; every outcome, a panic included, becomes a response,
-/// which carries the [`Caller`] in its extensions.
+/// which carries the [`Caller`] in its extensions when the access log, which names it, is on.
 #[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
     headers: HeaderMap,
@@ -36,11 +36,13 @@ pub async fn dispatch(
     body: BodyStream,
     app: Arc<App>,
 ) -> Response {
+    let app_logs = app.access_log.is_some();
     let mut response = match route {
         Some(route) => answer(caller.as_ref(), route, Req { method, path, query, headers, body }, app).await,
         None => error_reply(&Error::no_route()),
     };
-    if let Some(caller) = caller {
+    // Extensions are a map allocated on first insert: only for the log that reads them.
+    if let Some(caller) = caller.filter(|_| app_logs) {
         response.extensions_mut().insert(caller);
     }
     response

@@ -124,7 +124,9 @@ pub struct Req {
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let web = app.web.clone();
     let log = app.access_log.clone();
-    let fixed = |path| move |r| access::marked(r, Some(Template::Fixed(path)));
+    // The route a response took is marked for the access log only.
+    let on = log.is_some();
+    let fixed = move |path| move |r| access::marked(r, Some(Template::Fixed(path)).filter(|_| on));
     let openapi =
         warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve).map(fixed("/v1/openapi.json"));
     let healthz = warp::path!("healthz").and(warp::method()).map(health::healthz).map(fixed("/healthz"));
@@ -139,8 +141,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(route().map(Some).or(warp::any().map(|| None)).unify())
         .and(request())
         .and(warp::any().map(move || app.clone()))
-        .then(|headers, caller, route: Option<Route>, method, path, query, body, app| async move {
-            let template = route.as_ref().and_then(Route::template);
+        .then(move |headers, caller, route: Option<Route>, method, path, query, body, app| async move {
+            let template = route.as_ref().and_then(Route::template).filter(|_| on);
             let answered = handlers::dispatch(headers, caller, route, method, path, query, body, app).await;
             access::marked(answered, template)
         });

@@ -125,7 +125,9 @@ pub async fn serve(
 ) {
     let limits = Limits { max_connections: descriptors_for(app.connections.max_connections), ..app.connections };
     let grace = (limits.header_timeout / 10).min(FIRST_HEAD_GRACE);
-    let routes = crate::http::routes(app.clone());
+    // Boxed: hyper clones the service for every request, and a boxed filter is one reference
+    // count where the whole tree of filters would be copied (and dropped) each time.
+    let routes = warp::Filter::boxed(crate::http::routes(app.clone()));
     // HTTP/1 heads are timed by our watchdog, not by hyper's `header_read_timeout` (it would
     // run from the end of the previous request, cutting idle keep-alive at the head's limit;
     // and it needs a timer, which the builder is not given).

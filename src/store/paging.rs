@@ -8,6 +8,7 @@
 //! with a plain `OFFSET`, which is always right, only slower for deep pages.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,9 @@ const REBUILD_EVERY: Duration = Duration::from_secs(1);
 #[derive(Default)]
 pub struct PageIndex {
     tables: Mutex<HashMap<&'static str, Entry>>,
+    /// Some entry is `wanted`: every read asks [`PageIndex::claim_rebuild`], and this spares
+    /// the lock (shared by every thread) when no rebuild is due, which is nearly always.
+    wanted: AtomicBool,
 }
 
 #[derive(Default)]
@@ -44,11 +48,15 @@ impl PageIndex {
     pub fn want(&self, table: &'static str) {
         if let Ok(mut tables) = self.tables.lock() {
             tables.entry(table).or_default().wanted = true;
+            self.wanted.store(true, Ordering::Release);
         }
     }
 
     /// A table whose rebuild should start now, marked as running.
     pub fn claim_rebuild(&self) -> Option<&'static str> {
+        if !self.wanted.load(Ordering::Acquire) {
+            return None;
+        }
         let mut tables = self.tables.lock().ok()?;
         let (table, e) = tables
             .iter_mut()
@@ -56,7 +64,9 @@ impl PageIndex {
         e.wanted = false;
         e.building = true;
         e.last_build = Some(Instant::now());
-        Some(*table)
+        let table = *table;
+        self.wanted.store(tables.values().any(|e| e.wanted), Ordering::Release);
+        Some(table)
     }
 
     /// Ends a rebuild, keeping its result when it succeeded.

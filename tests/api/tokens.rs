@@ -271,7 +271,12 @@ async fn the_table_holds_a_salted_hash_never_the_token() {
 
 on_both!(the_caller_is_in_the_response_extensions_and_last_use_is_recorded_once_a_minute);
 async fn the_caller_is_in_the_response_extensions_and_last_use_is_recorded_once_a_minute() {
-    let t = TestApp::new().await;
+    // The caller is put into the extensions for the access log, which names it: only when on.
+    let quiet = TestApp::new().await;
+    let r = as_token(&quiet, TOKEN, "GET", "/v1/modules", HOME).reply(&coursed::http::routes(quiet.app.clone())).await;
+    assert_eq!((r.status().as_u16(), r.extensions().get::<Caller>()), (200, None));
+    let log = Arc::new(coursed::http::AccessLog::new(Box::new(std::io::sink())));
+    let t = TestApp::new().await.configured(|app| app.access_log = Some(log));
     let token = create(&t.database, "display", "read");
     let routes = coursed::http::routes(t.app.clone());
     let r = as_token(&t, &token, "GET", "/v1/modules", HOME).reply(&routes).await;
