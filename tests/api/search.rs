@@ -284,6 +284,118 @@ async fn the_index_follows_every_write() {
     }
 }
 
+/// On SQLite the server's writer indexes each group of writes at its end, in one statement per
+/// index (src/store/sqlite/indexing.rs), while every other connection keeps the schema's
+/// triggers. Concurrent creates, renames, deletes with their cascade and refused writes, many
+/// of them in one group, leave each index exactly what its table holds (FTS5's own check
+/// against the table) and the row counts exact; a row written by another program is indexed.
+#[tokio::test]
+async fn grouped_writes_leave_the_sqlite_indexes_and_counts_exact() {
+    let t = std::sync::Arc::new(TestApp::new().await);
+    let (modules, subjects) = catalogue(&t).await;
+    let mut writes = tokio::task::JoinSet::new();
+    for i in 0..48 {
+        let (t, subjects, modules) = (t.clone(), subjects.clone(), modules.clone());
+        writes.spawn(async move {
+            let s = &subjects[i % 5];
+            match i % 6 {
+                // The same external_id eight times: one create is kept, seven are refused (409).
+                0 => {
+                    let body = json!({"data": {"type": "subjects",
+                        "attributes": {"title": format!("Duplicate {i}"), "external_id": "twice"}}});
+                    t.write("POST", "/v1/subjects", body).await.status.as_u16()
+                }
+                1 | 2 => {
+                    let body = json!({"data": {"type": "subjects", "attributes": {"title": format!("Quantum {i}"),
+                        "content": "Entangled particles"}}});
+                    t.write("POST", "/v1/subjects", body).await.status.as_u16()
+                }
+                // Renamed several times, concurrently: the index holds the last title only.
+                3 => {
+                    let body =
+                        json!({"data": {"type": "subjects", "id": s, "attributes": {"title": format!("Renamed {i}")}}});
+                    t.write("PATCH", &format!("/v1/subjects/{s}"), body).await.status.as_u16()
+                }
+                // A chapter created and deleted again.
+                4 => {
+                    let c = t.chapter(&format!("Fleeting {i}"), &subjects[0], i as i64).await;
+                    t.delete(&format!("/v1/chapters/{c}")).await.status.as_u16()
+                }
+                _ if i == 5 => t.delete(&format!("/v1/subjects/{}", subjects[3])).await.status.as_u16(),
+                _ if i == 11 => t.delete(&format!("/v1/modules/{}", modules[1])).await.status.as_u16(),
+                _ => 200,
+            }
+        });
+    }
+    let mut statuses = Vec::new();
+    while let Some(status) = writes.join_next().await {
+        statuses.push(status.unwrap());
+    }
+    assert_eq!(statuses.iter().filter(|&&s| s == 409).count(), 7, "{statuses:?}");
+    let check = |t: &TestApp| {
+        let indexes = [
+            "modules_search",
+            "modules_titles",
+            "subjects_search",
+            "subjects_titles",
+            "chapters_search",
+            "chapters_titles",
+        ];
+        for index in indexes {
+            Engine::Sqlite
+                .execute(&t.database, &format!("INSERT INTO {index} ({index}, rank) VALUES ('integrity-check', 1)"));
+        }
+    };
+    check(&t);
+    // Rows changed twice by one write: the index gives up the words it held (not the middle
+    // ones), and a row added and changed in the same write was never in it.
+    let ops = json!({"atomic:operations": [
+        {"op": "update", "data": {"type": "subjects", "id": subjects[1], "attributes": {"title": "Midway"}}},
+        {"op": "remove", "ref": {"type": "subjects", "id": subjects[1]}},
+        {"op": "add", "data": {"type": "subjects", "lid": "n", "attributes": {"title": "Newborn"}}},
+        {"op": "update", "data": {"type": "subjects", "lid": "n", "attributes": {"title": "Grown"}}},
+    ]});
+    let r = t.send(t.req("POST", "/v1/operations").header("content-type", ATOMIC).body(ops.to_string())).await;
+    r.assert_status(200);
+    check(&t);
+    let s = "/v1/subjects?sort=title&page[size]=50";
+    assert_eq!(search(&t, s, "grown").await, ["Grown"]);
+    assert_eq!(search(&t, s, "midway newborn").await, Vec::<String>::new());
+    assert_eq!(search(&t, s, "quantum").await.len(), 16);
+    assert_eq!(search(&t, s, "duplicate").await.len(), 1);
+    assert_eq!(search(&t, "/v1/chapters", "fleeting").await, Vec::<String>::new());
+    assert_eq!(search(&t, s, "optics").await, Vec::<String>::new(), "deleted");
+    assert_eq!(search(&t, "/v1/chapters", "lenses").await, Vec::<String>::new(), "deleted by the cascade");
+    assert_eq!(search(&t, "/v1/modules", "physics").await, Vec::<String>::new(), "deleted");
+    let renamed = search(&t, s, "renamed").await;
+    assert!(!renamed.is_empty() && renamed.len() <= 5, "{renamed:?}");
+    let current = t.get(&format!("/v1/subjects/{}", subjects[4])).await;
+    let title = current.body["data"]["attributes"]["title"].as_str().unwrap().to_owned();
+    assert_eq!(search(&t, s, &format!("\"{title}\"")).await, [title]);
+    for (table, sql) in [
+        (
+            "subjects",
+            "SELECT n - (SELECT count(*) FROM subjects) FROM row_counts WHERE tbl = 'subjects' AND parent = ''",
+        ),
+        (
+            "chapters",
+            "SELECT n - (SELECT count(*) FROM chapters) FROM row_counts WHERE tbl = 'chapters' AND parent = ''",
+        ),
+        ("modules", "SELECT n - (SELECT count(*) FROM modules) FROM row_counts WHERE tbl = 'modules' AND parent = ''"),
+    ] {
+        assert_eq!(t.sql_i64(sql, vec![]).await, 0, "the count of {table}");
+    }
+    // Another program writing the file: the schema's triggers index its row at once.
+    Engine::Sqlite.execute(
+        &t.database,
+        "INSERT INTO subjects (id, title, title_words, created_at, updated_at)
+         VALUES ('01900000-0000-7000-8000-0000000000aa', 'Written elsewhere', 'written elsewhere',
+                 '2026-11-23T00:00:00.000Z', '2026-11-23T00:00:00.000Z')",
+    );
+    assert_eq!(search(&t, s, "elsewhere").await, ["Written elsewhere"]);
+    check(&t);
+}
+
 /// How many words of any table have a count (folded, plus the changes not yet folded) that
 /// differs from the number of rows holding them.
 async fn miscounted(t: &TestApp) -> i64 {

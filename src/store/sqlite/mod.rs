@@ -12,6 +12,7 @@
 
 mod backup;
 mod bulk;
+mod indexing;
 mod open;
 pub mod search;
 mod tx;

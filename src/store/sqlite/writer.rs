@@ -18,6 +18,7 @@ use std::sync::mpsc;
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use super::indexing::GroupIndexing;
 use super::tx::{db_error, SqliteTx};
 use super::{Deliver, Job};
 use crate::error::{Error, Result};
@@ -72,6 +73,8 @@ pub fn write_loop(conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>,
 }
 
 fn group_loop(mut conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>, finish: impl Fn(Committed)) {
+    let indexing =
+        GroupIndexing::install(&conn).map_err(|e| log::warn!("search indexing stays one write at a time ({e})")).ok();
     while let Ok(first) = queue.recv() {
         let mut group = VecDeque::from([first]);
         while group.len() < MAX_GROUP {
@@ -82,7 +85,8 @@ fn group_loop(mut conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>,
         }
         let mut delivers = Vec::with_capacity(group.len());
         let (size, started) = (group.len(), std::time::Instant::now());
-        let outcome = run_group(&mut conn, shared, &mut group, &mut delivers).map_err(|e| Error::from(db_error(e)));
+        let outcome = run_group(&mut conn, shared, indexing.as_ref(), &mut group, &mut delivers)
+            .map_err(|e| Error::from(db_error(e)));
         log::trace!("committed a group of {size} writes in {} µs", started.elapsed().as_micros());
         // Writes left unrun because the group failed get the group's error.
         delivers.extend(group.into_iter().map(|job| job(None).1));
@@ -151,10 +155,12 @@ impl WalFile {
     }
 }
 
-/// Runs the queued writes in one transaction; an `Err` means nothing of the group was kept.
+/// Runs the queued writes in one transaction, then brings the search indexes up to date with
+/// them; an `Err` means nothing of the group was kept.
 fn run_group(
     conn: &mut Connection,
     shared: &Shared,
+    indexing: Option<&GroupIndexing>,
     group: &mut VecDeque<Job>,
     delivers: &mut Vec<Deliver>,
 ) -> rusqlite::Result<()> {
@@ -171,6 +177,9 @@ fn run_group(
             run("ROLLBACK TO write")?;
         }
         run("RELEASE write")?;
+    }
+    if let Some(indexing) = indexing {
+        indexing.flush(&tx)?;
     }
     log::trace!("ran {} writes in {} µs", delivers.len(), started.elapsed().as_micros());
     tx.commit()

@@ -1,0 +1,140 @@
+//! The writer's search indexing: a group's changes reach the FTS5 indexes at the end of the
+//! group, in one statement per index, instead of one by one as the schema's triggers write them.
+//!
+//! FTS5 writes its pending entries out as a new segment at every statement that opens a
+//! statement journal (an insert with triggers and a foreign key does: `xSavepoint` flushes), so
+//! with the triggers each create of a group became a segment of its own, merged again later.
+//! The writer's connection instead turns the database's own triggers off
+//! (`SQLITE_DBCONFIG_ENABLE_TRIGGER`, which leaves TEMP triggers on) and runs, as TEMP triggers,
+//!
+//! - a copy of every trigger of the schema but the index triggers (the row counts and anything
+//!   a later migration adds, read from the file itself, so there is one text of each), and
+//! - for each indexed table, triggers that note which rows a write touched, with the words the
+//!   index holds for them (a row's words before its first change in the group), in a TEMP
+//!   table: `{table}_touched`.
+//!
+//! Before the group commits, [`GroupIndexing::flush`] takes the touched rows' old words out of
+//! the indexes and puts the current words of those that still exist in, then empties the notes.
+//! A write rolled back to its savepoint takes its notes with it. Other connections (a bulk load,
+//! the `sqlite3` shell, another coursed on the same file) keep the schema's triggers, which
+//! index every write at once, as before.
+
+use rusqlite::config::DbConfig;
+use rusqlite::Connection;
+
+use crate::resources::TYPES;
+
+/// The statements that bring the indexes of one table up to date with its notes.
+struct Table {
+    /// Is anything noted? (one indexed lookup; most groups touch one table)
+    any: String,
+    /// Old words out, current words in, notes cleared.
+    flush: Vec<String>,
+}
+
+/// The indexing of a writer's groups; see the module's documentation.
+pub struct GroupIndexing {
+    tables: Vec<Table>,
+}
+
+/// The name of the schema trigger that indexes `table` on `op` (migrations/sqlite/0003).
+fn index_trigger(table: &str, op: &str) -> String {
+    format!("{table}_search_{op}")
+}
+
+impl GroupIndexing {
+    /// Sets up `conn` (the writer's connection, migrated) to index at the end of each group.
+    /// On an error the connection is left as it was: the schema's triggers index each write.
+    pub fn install(conn: &Connection) -> Result<GroupIndexing, String> {
+        conn.execute_batch("SAVEPOINT indexing").map_err(|e| e.to_string())?;
+        match Self::install_in(conn) {
+            Ok(indexing) => {
+                conn.execute_batch("RELEASE indexing").map_err(|e| e.to_string())?;
+                Ok(indexing)
+            }
+            Err(e) => {
+                let _ = conn.execute_batch("ROLLBACK TO indexing; RELEASE indexing");
+                let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, true);
+                Err(e)
+            }
+        }
+    }
+
+    fn install_in(conn: &Connection) -> Result<GroupIndexing, String> {
+        let sql = |e: rusqlite::Error| e.to_string();
+        let mut indexed = Vec::new();
+        let mut tables = Vec::new();
+        for rt in TYPES {
+            let words: Vec<&str> = crate::search::columns(rt).map(|(_, how)| how.column).collect();
+            let Some(title) = crate::search::columns(rt).find(|(a, _)| a.name == "title").map(|(_, how)| how.column)
+            else {
+                continue;
+            };
+            let t = rt.table;
+            indexed.extend(["insert", "delete", "update"].map(|op| index_trigger(t, op)));
+            let cols = words.join(", ");
+            let old = words.iter().map(|c| format!("OLD.{c}")).collect::<Vec<_>>().join(", ");
+            let changed = words.iter().map(|c| format!("OLD.{c} IS NOT NEW.{c}")).collect::<Vec<_>>().join(" OR ");
+            let touched = format!("temp.{t}_touched");
+            // `existed`: the row was indexed before the group (its old words are here). The
+            // first note of a row wins: what the index holds is the row as the group found it.
+            conn.execute_batch(&format!(
+                "CREATE TEMP TABLE {t}_touched (rid INTEGER PRIMARY KEY, existed INTEGER NOT NULL, {cols});
+                 CREATE TEMP TRIGGER {t}_touched_insert AFTER INSERT ON main.{t} BEGIN
+                     INSERT OR IGNORE INTO {touched} (rid, existed) VALUES (NEW.rowid, 0);
+                 END;
+                 CREATE TEMP TRIGGER {t}_touched_delete AFTER DELETE ON main.{t} BEGIN
+                     INSERT OR IGNORE INTO {touched} (rid, existed, {cols}) VALUES (OLD.rowid, 1, {old});
+                 END;
+                 CREATE TEMP TRIGGER {t}_touched_update AFTER UPDATE OF {cols} ON main.{t} WHEN {changed} BEGIN
+                     INSERT OR IGNORE INTO {touched} (rid, existed, {cols}) VALUES (OLD.rowid, 1, {old});
+                 END;"
+            ))
+            .map_err(sql)?;
+            // CROSS JOIN keeps the notes as the outer loop (a few rows, each looked up by rowid);
+            // without statistics on the TEMP table the planner may scan the whole table instead.
+            let current = words.iter().map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
+            tables.push(Table {
+                any: format!("SELECT EXISTS (SELECT 1 FROM {touched})"),
+                flush: vec![
+                    format!("INSERT INTO {t}_search ({t}_search, rowid, {cols}) SELECT 'delete', rid, {cols} FROM {touched} WHERE existed"),
+                    format!("INSERT INTO {t}_titles ({t}_titles, rowid, {title}) SELECT 'delete', rid, {title} FROM {touched} WHERE existed"),
+                    format!("INSERT INTO {t}_search (rowid, {cols}) SELECT r.rowid, {current} FROM {touched} CROSS JOIN main.{t} AS r ON r.rowid = rid"),
+                    format!("INSERT INTO {t}_titles (rowid, {title}) SELECT r.rowid, r.{title} FROM {touched} CROSS JOIN main.{t} AS r ON r.rowid = rid"),
+                    format!("DELETE FROM {touched}"),
+                ],
+            });
+        }
+        // Every other trigger of the schema, as a TEMP copy of its own text.
+        let mut st = conn
+            .prepare("SELECT name, sql FROM main.sqlite_master WHERE type = 'trigger' ORDER BY name")
+            .map_err(sql)?;
+        let triggers: Vec<(String, String)> =
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).and_then(Iterator::collect).map_err(sql)?;
+        for (name, text) in triggers.iter().filter(|(name, _)| !indexed.contains(name)) {
+            let Some(rest) = text.strip_prefix("CREATE TRIGGER ") else {
+                return Err(format!("trigger {name} is not in the expected form"));
+            };
+            conn.execute_batch(&format!("CREATE TEMP TRIGGER {rest}")).map_err(sql)?;
+        }
+        // The setting as it is after the call: still on means it could not be turned off.
+        if conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, false).map_err(sql)? {
+            return Err("the schema's triggers could not be turned off".into());
+        }
+        Ok(GroupIndexing { tables })
+    }
+
+    /// Brings the indexes up to date with the rows the group touched (in its transaction,
+    /// after its last write).
+    pub fn flush(&self, conn: &Connection) -> rusqlite::Result<()> {
+        for t in &self.tables {
+            let any: bool = conn.prepare_cached(&t.any)?.query_row([], |r| r.get(0))?;
+            if any {
+                for sql in &t.flush {
+                    conn.prepare_cached(sql)?.execute([])?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
