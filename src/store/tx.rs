@@ -71,7 +71,12 @@ impl<'a> Cell<'a> {
             Cell::Null => Value::Null,
             Cell::Int(i) => Value::Int(i),
             Cell::Bool(b) => Value::Bool(b),
-            Cell::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+            // Checked 32 bytes at a time; a text that is not UTF-8 (written by another
+            // program) gets replacement characters.
+            Cell::Text(t) => Value::Text(match simdutf8::basic::from_utf8(t) {
+                Ok(text) => text.to_owned(),
+                Err(_) => String::from_utf8_lossy(t).into_owned(),
+            }),
             Cell::Time(ms) => Value::Time(ms),
         }
     }
