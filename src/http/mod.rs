@@ -138,7 +138,7 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
     let api = warp::path("v1")
         .and(authorized(app.clone()))
         .untuple_one()
-        .and(route().map(Some).or(warp::any().map(|| None)).unify())
+        .and(route())
         .and(request())
         .and(warp::any().map(move || app.clone()))
         .then(move |headers, caller, route: Option<Route>, method, path, query, body, app| async move {
@@ -224,46 +224,46 @@ impl FromStr for TypeSegment {
     }
 }
 
-fn route() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
-    operations().or(collection()).unify().or(item()).unify().or(related()).unify().or(relationship()).unify()
+/// The route the path under `/v1/` names, if any (`None`: a 404 after authorization). One
+/// filter reads the whole rest of the path, where a filter per route shape would parse its
+/// segments again for each shape tried.
+fn route() -> impl Filter<Extract = (Option<Route>,), Error = Infallible> + Clone {
+    warp::path::tail().map(|rest: warp::path::Tail| Route::of(rest.as_str()))
 }
 
-/// `/operations`: POST runs atomic operations.
-fn operations() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
-    warp::path("operations").and(warp::path::end()).map(|| Route::Operations)
-}
-
-/// `/{type}`: GET lists, POST creates.
-fn collection() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
-    warp::path::param().and(warp::path::end()).map(|t: TypeSegment| Route::Collection(t.0))
-}
-
-/// `/{type}/{id}`: GET reads, PATCH updates, DELETE deletes.
-fn item() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
-    warp::path::param()
-        .and(warp::path::param())
-        .and(warp::path::end())
-        .map(|t: TypeSegment, id: String| Route::Item(t.0, id))
-}
-
-/// `/{type}/{id}/{relationship}`: GET reads the related resource(s).
-fn related() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
-    warp::path::param()
-        .and(warp::path::param())
-        .and(warp::path::param())
-        .and(warp::path::end())
-        .map(|t: TypeSegment, id: String, rel: String| Route::Related(t.0, id, rel))
-}
-
-/// `/{type}/{id}/relationships/{relationship}`: GET and PATCH the linkage; POST adds to and
-/// DELETE removes from a to-many linkage.
-fn relationship() -> impl Filter<Extract = (Route,), Error = Rejection> + Clone {
-    warp::path::param()
-        .and(warp::path::param())
-        .and(warp::path("relationships"))
-        .and(warp::path::param())
-        .and(warp::path::end())
-        .map(|t: TypeSegment, id: String, rel: String| Route::Relationship(t.0, id, rel))
+impl Route {
+    /// The route of `rest`, the path after `/v1/`, in segments as sent (not percent-decoded),
+    /// none of them empty; one trailing `/` is allowed:
+    /// - `operations`: POST runs atomic operations;
+    /// - `{type}`: GET lists, POST creates;
+    /// - `{type}/{id}`: GET reads, PATCH updates, DELETE deletes;
+    /// - `{type}/{id}/{relationship}`: GET reads the related resource(s);
+    /// - `{type}/{id}/relationships/{relationship}`: GET and PATCH the linkage; POST adds to
+    ///   and DELETE removes from a to-many linkage.
+    fn of(rest: &str) -> Option<Route> {
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        let mut segments = [""; 4];
+        let mut n = 0;
+        for segment in rest.split('/') {
+            if segment.is_empty() || n == segments.len() {
+                return None;
+            }
+            segments[n] = segment;
+            n += 1;
+        }
+        if segments[..n] == ["operations"] {
+            return Some(Route::Operations);
+        }
+        let rt = segments[0].parse::<TypeSegment>().ok()?.0;
+        let owned = |i: usize| segments[i].to_owned();
+        match n {
+            1 => Some(Route::Collection(rt)),
+            2 => Some(Route::Item(rt, owned(1))),
+            3 => Some(Route::Related(rt, owned(1), owned(2))),
+            _ if segments[2] == "relationships" => Some(Route::Relationship(rt, owned(1), owned(3))),
+            _ => None,
+        }
+    }
 }
 
 /// Method, path, query string and (unread) body of the request.
@@ -279,4 +279,46 @@ where
     B: Buf,
 {
     Box::pin(body.map_ok(|mut b| b.copy_to_bytes(b.remaining())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Route;
+
+    fn shape(rest: &str) -> Option<String> {
+        Route::of(rest).map(|r| match r {
+            Route::Operations => "operations".into(),
+            Route::Collection(rt) => format!("collection {}", rt.name),
+            Route::Item(rt, id) => format!("item {} {id}", rt.name),
+            Route::Related(rt, id, rel) => format!("related {} {id} {rel}", rt.name),
+            Route::Relationship(rt, id, rel) => format!("relationship {} {id} {rel}", rt.name),
+        })
+    }
+
+    #[test]
+    fn paths_name_routes_as_warp_segments_would() {
+        let some = |s: &str| Some(s.to_owned());
+        assert_eq!(shape("operations"), some("operations"));
+        assert_eq!(shape("operations/"), some("operations"));
+        assert_eq!(shape("subjects"), some("collection subjects"));
+        assert_eq!(shape("subjects/"), some("collection subjects"));
+        assert_eq!(shape("subjects/x%20y"), some("item subjects x%20y"), "segments are not decoded");
+        assert_eq!(shape("subjects/1/module"), some("related subjects 1 module"));
+        assert_eq!(shape("subjects/1/relationships"), some("related subjects 1 relationships"));
+        assert_eq!(shape("subjects/1/relationships/chapters/"), some("relationship subjects 1 chapters"));
+        for none in [
+            "",
+            "/",
+            "subjects//",
+            "/subjects",
+            "subjects//1",
+            "nothing",
+            "nothing/1",
+            "subjects/1/other/chapters",
+            "subjects/1/relationships/chapters/more",
+            "operations/1",
+        ] {
+            assert_eq!(shape(none), None, "{none:?}");
+        }
+    }
 }
