@@ -62,16 +62,27 @@ impl GroupIndexing {
 
     fn install_in(conn: &Connection) -> Result<GroupIndexing, String> {
         let sql = |e: rusqlite::Error| e.to_string();
+        let mut st = conn
+            .prepare("SELECT name, sql FROM main.sqlite_master WHERE type = 'trigger' ORDER BY name")
+            .map_err(sql)?;
+        let triggers: Vec<(String, String)> =
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).and_then(Iterator::collect).map_err(sql)?;
         let mut indexed = Vec::new();
         let mut tables = Vec::new();
         for rt in TYPES {
+            // A table is indexed here only where the schema indexes it (a database whose index
+            // was dropped keeps what is left of its triggers, copied below).
+            let replaced = ["insert", "delete", "update"].map(|op| index_trigger(rt.table, op));
+            if !replaced.iter().all(|name| triggers.iter().any(|(n, _)| n == name)) {
+                continue;
+            }
             let words: Vec<&str> = crate::search::columns(rt).map(|(_, how)| how.column).collect();
             let Some(title) = crate::search::columns(rt).find(|(a, _)| a.name == "title").map(|(_, how)| how.column)
             else {
                 continue;
             };
             let t = rt.table;
-            indexed.extend(["insert", "delete", "update"].map(|op| index_trigger(t, op)));
+            indexed.extend(replaced);
             let cols = words.join(", ");
             let old = words.iter().map(|c| format!("OLD.{c}")).collect::<Vec<_>>().join(", ");
             let changed = words.iter().map(|c| format!("OLD.{c} IS NOT NEW.{c}")).collect::<Vec<_>>().join(" OR ");
@@ -106,11 +117,6 @@ impl GroupIndexing {
             });
         }
         // Every other trigger of the schema, as a TEMP copy of its own text.
-        let mut st = conn
-            .prepare("SELECT name, sql FROM main.sqlite_master WHERE type = 'trigger' ORDER BY name")
-            .map_err(sql)?;
-        let triggers: Vec<(String, String)> =
-            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).and_then(Iterator::collect).map_err(sql)?;
         for (name, text) in triggers.iter().filter(|(name, _)| !indexed.contains(name)) {
             let Some(rest) = text.strip_prefix("CREATE TRIGGER ") else {
                 return Err(format!("trigger {name} is not in the expected form"));
