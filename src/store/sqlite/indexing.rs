@@ -47,17 +47,17 @@ impl GroupIndexing {
     /// On an error the connection is left as it was: the schema's triggers index each write.
     pub fn install(conn: &Connection) -> Result<GroupIndexing, String> {
         conn.execute_batch("SAVEPOINT indexing").map_err(|e| e.to_string())?;
-        match Self::install_in(conn) {
-            Ok(indexing) => {
-                conn.execute_batch("RELEASE indexing").map_err(|e| e.to_string())?;
-                Ok(indexing)
+        let installed = Self::install_in(conn)
+            .and_then(|indexing| conn.execute_batch("RELEASE indexing").map(|()| indexing).map_err(|e| e.to_string()));
+        if installed.is_err() {
+            // Whatever was made goes (TEMP objects are part of the transaction); the schema's
+            // triggers are on again.
+            if conn.execute_batch("ROLLBACK TO indexing; RELEASE indexing").is_err() {
+                let _ = conn.execute_batch("ROLLBACK");
             }
-            Err(e) => {
-                let _ = conn.execute_batch("ROLLBACK TO indexing; RELEASE indexing");
-                let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, true);
-                Err(e)
-            }
+            let _ = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_TRIGGER, true);
         }
+        installed
     }
 
     fn install_in(conn: &Connection) -> Result<GroupIndexing, String> {
@@ -89,16 +89,22 @@ impl GroupIndexing {
             let touched = format!("temp.{t}_touched");
             // `existed`: the row was indexed before the group (its old words are here). The
             // first note of a row wins: what the index holds is the row as the group found it.
+            // Written with `WHERE NOT EXISTS`, not `OR IGNORE`: a trigger's statement takes the
+            // conflict clause of the statement that fired it (`UPDATE OR REPLACE`, an upsert).
+            // An update notes its new rowid too, should a statement ever move a row.
+            let first = |rid: &str| format!("WHERE NOT EXISTS (SELECT 1 FROM {touched} WHERE rid = {rid})");
+            let (old_first, new_first) = (first("OLD.rowid"), first("NEW.rowid"));
             conn.execute_batch(&format!(
                 "CREATE TEMP TABLE {t}_touched (rid INTEGER PRIMARY KEY, existed INTEGER NOT NULL, {cols});
                  CREATE TEMP TRIGGER {t}_touched_insert AFTER INSERT ON main.{t} BEGIN
-                     INSERT OR IGNORE INTO {touched} (rid, existed) VALUES (NEW.rowid, 0);
+                     INSERT INTO {touched} (rid, existed) SELECT NEW.rowid, 0 {new_first};
                  END;
                  CREATE TEMP TRIGGER {t}_touched_delete AFTER DELETE ON main.{t} BEGIN
-                     INSERT OR IGNORE INTO {touched} (rid, existed, {cols}) VALUES (OLD.rowid, 1, {old});
+                     INSERT INTO {touched} (rid, existed, {cols}) SELECT OLD.rowid, 1, {old} {old_first};
                  END;
                  CREATE TEMP TRIGGER {t}_touched_update AFTER UPDATE OF {cols} ON main.{t} WHEN {changed} BEGIN
-                     INSERT OR IGNORE INTO {touched} (rid, existed, {cols}) VALUES (OLD.rowid, 1, {old});
+                     INSERT INTO {touched} (rid, existed, {cols}) SELECT OLD.rowid, 1, {old} {old_first};
+                     INSERT INTO {touched} (rid, existed) SELECT NEW.rowid, 0 {new_first};
                  END;"
             ))
             .map_err(sql)?;
@@ -115,6 +121,13 @@ impl GroupIndexing {
                     format!("DELETE FROM {touched}"),
                 ],
             });
+        }
+        // Prepared once here, so that an index the schema lacks makes the writer keep the
+        // schema's triggers rather than fail the first group that touches its table.
+        for t in &tables {
+            for statement in std::iter::once(&t.any).chain(&t.flush) {
+                conn.prepare_cached(statement).map_err(sql)?;
+            }
         }
         // Every other trigger of the schema, as a TEMP copy of its own text.
         for (name, text) in triggers.iter().filter(|(name, _)| !indexed.contains(name)) {
@@ -142,5 +155,76 @@ impl GroupIndexing {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GroupIndexing;
+    use rusqlite::Connection;
+
+    /// A migrated database and a writer's connection to it with group indexing installed.
+    fn writer(dir: &tempfile::TempDir) -> (Connection, GroupIndexing, String) {
+        let path = dir.path().join("w.db").to_str().unwrap().to_owned();
+        crate::store::sqlite::open::create(&path).unwrap();
+        let conn = Connection::open(&path).unwrap();
+        let indexing = GroupIndexing::install(&conn).unwrap();
+        (conn, indexing, path)
+    }
+
+    fn subject(conn: &Connection, id: &str, title: &str) {
+        conn.execute(
+            "INSERT INTO subjects (id, title, title_words, created_at, updated_at) VALUES (?1, ?2, lower(?2), 'x', 'x')",
+            [id, title],
+        )
+        .unwrap();
+    }
+
+    /// FTS5's own check of each index against its table (an error when they differ).
+    fn check(path: &str) {
+        let other = Connection::open(path).unwrap();
+        for index in ["subjects_search", "subjects_titles"] {
+            other.execute_batch(&format!("INSERT INTO {index} ({index}, rank) VALUES ('integrity-check', 1)")).unwrap();
+        }
+    }
+
+    /// The notes hold a row's first state in the group whatever conflict clause the writing
+    /// statement carries (a trigger's statements take it over), and follow a row that moves.
+    #[test]
+    fn notes_keep_the_indexed_words_under_any_conflict_clause() {
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, indexing, path) = writer(&dir);
+        subject(&conn, "a", "Alpha");
+        subject(&conn, "b", "Beta");
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        indexing.flush(&conn).unwrap();
+        conn.execute_batch("COMMIT").unwrap();
+        check(&path);
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        // Inserted, then rewritten with OR REPLACE: never in the index before the flush.
+        subject(&conn, "c", "Gamma");
+        conn.execute_batch("UPDATE OR REPLACE subjects SET title = 'Delta', title_words = 'delta' WHERE id = 'c'")
+            .unwrap();
+        // Changed, then changed again by an upsert's update.
+        conn.execute_batch("UPDATE subjects SET title = 'Alpha two', title_words = 'alpha two' WHERE id = 'a'")
+            .unwrap();
+        conn.execute_batch(
+            "INSERT INTO subjects (id, title, title_words, created_at, updated_at) VALUES ('a', 'A3', 'a3', 'x', 'x')
+             ON CONFLICT (id) DO UPDATE SET title = excluded.title, title_words = excluded.title_words",
+        )
+        .unwrap();
+        // Moved to another rowid along with its words.
+        conn.execute_batch("UPDATE subjects SET rowid = rowid + 1000, title_words = 'moved' WHERE id = 'b'").unwrap();
+        indexing.flush(&conn).unwrap();
+        conn.execute_batch("COMMIT").unwrap();
+        check(&path);
+        let found = |word: &str| -> i64 {
+            conn.query_row("SELECT count(*) FROM subjects_search WHERE subjects_search MATCH ?1", [word], |r| r.get(0))
+                .unwrap()
+        };
+        assert_eq!(
+            (found("delta"), found("gamma"), found("a3"), found("alpha"), found("moved"), found("beta")),
+            (1, 0, 1, 0, 1, 0)
+        );
     }
 }
