@@ -18,6 +18,11 @@
 //! A write rolled back to its savepoint takes its notes with it. Other connections (a bulk load,
 //! the `sqlite3` shell, another coursed on the same file) keep the schema's triggers, which
 //! index every write at once, as before.
+//!
+//! The copies are taken when the writer starts: a trigger that another program adds, drops or
+//! changes later reaches this writer at its next start. The index triggers are known by their
+//! names (`{table}_search_{insert,delete,update}`); a migration that replaces them must keep
+//! those names or change [`index_trigger`].
 
 use rusqlite::config::DbConfig;
 use rusqlite::Connection;
