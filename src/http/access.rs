@@ -42,10 +42,17 @@ impl Template {
     }
 }
 
-/// `r` marked with the route it took (`None`: a path that names nothing).
-pub fn marked(mut r: Response, template: Option<Template>) -> Response {
-    if let Some(template) = template {
-        r.extensions_mut().insert(template);
+/// `r` marked, for the access log, with the route it took (`None`: a path that names nothing)
+/// and the caller (`None`: refused or unauthenticated). Only when the log is on (`on`):
+/// extensions are a map allocated on first insert, and nothing else reads these.
+pub fn marked(mut r: Response, on: bool, template: Option<Template>, caller: Option<Caller>) -> Response {
+    if on {
+        if let Some(template) = template {
+            r.extensions_mut().insert(template);
+        }
+        if let Some(caller) = caller {
+            r.extensions_mut().insert(caller);
+        }
     }
     r
 }

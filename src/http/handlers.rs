@@ -23,8 +23,7 @@ use crate::store::select::{Record, Selection};
 use crate::store::{snapshot, write, Atomicity, Tx};
 use crate::tokens::Caller;
 
-/// Runs the handler of the chosen route; every outcome, a panic included, becomes a response,
-/// which carries the [`Caller`] in its extensions when the access log, which names it, is on.
+/// Runs the handler of the chosen route; every outcome, a panic included, becomes a response.
 #[allow(clippy::too_many_arguments)]
 pub async fn dispatch(
     headers: HeaderMap,
@@ -36,16 +35,10 @@ pub async fn dispatch(
     body: BodyStream,
     app: Arc<App>,
 ) -> Response {
-    let app_logs = app.access_log.is_some();
-    let mut response = match route {
+    match route {
         Some(route) => answer(caller.as_ref(), route, Req { method, path, query, headers, body }, app).await,
         None => error_reply(&Error::no_route()),
-    };
-    // Extensions are a map allocated on first insert: only for the log that reads them.
-    if let Some(caller) = caller.filter(|_| app_logs) {
-        response.extensions_mut().insert(caller);
     }
-    response
 }
 
 async fn answer(caller: Option<&Caller>, route: Route, mut req: Req, app: Arc<App>) -> Response {

@@ -124,9 +124,8 @@ pub struct Req {
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let web = app.web.clone();
     let log = app.access_log.clone();
-    // The route a response took is marked for the access log only.
     let on = log.is_some();
-    let fixed = move |path| move |r| access::marked(r, Some(Template::Fixed(path)).filter(|_| on));
+    let fixed = move |path| move |r| access::marked(r, on, Some(Template::Fixed(path)), None);
     let openapi =
         warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve).map(fixed("/v1/openapi.json"));
     let healthz = warp::path!("healthz").and(warp::method()).map(health::healthz).map(fixed("/healthz"));
@@ -141,11 +140,14 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .and(route())
         .and(request())
         .and(warp::any().map(move || app.clone()))
-        .then(move |headers, caller, route: Option<Route>, method, path, query, body, app| async move {
-            let template = route.as_ref().and_then(Route::template).filter(|_| on);
-            let answered = handlers::dispatch(headers, caller, route, method, path, query, body, app).await;
-            access::marked(answered, template)
-        });
+        .then(
+            move |headers, caller: Option<Caller>, route: Option<Route>, method, path, query, body, app| async move {
+                let template = route.as_ref().and_then(Route::template);
+                let named = caller.clone().filter(|_| on);
+                let answered = handlers::dispatch(headers, caller, route, method, path, query, body, app).await;
+                access::marked(answered, on, template, named)
+            },
+        );
     let all = openapi.or(healthz).unify().or(readyz).unify().or(api).unify();
     access::logged(web::finish(all.recover(reply::rejection).unify(), web), log)
 }

@@ -88,9 +88,12 @@ impl GroupIndexing {
             };
             let t = rt.table;
             indexed.extend(replaced);
+            // Each words column through `each`, joined by `by`.
+            let list =
+                |each: &dyn Fn(&str) -> String, by: &str| words.iter().map(|c| each(c)).collect::<Vec<_>>().join(by);
             let cols = words.join(", ");
-            let old = words.iter().map(|c| format!("OLD.{c}")).collect::<Vec<_>>().join(", ");
-            let changed = words.iter().map(|c| format!("OLD.{c} IS NOT NEW.{c}")).collect::<Vec<_>>().join(" OR ");
+            let old = list(&|c| format!("OLD.{c}"), ", ");
+            let changed = list(&|c| format!("OLD.{c} IS NOT NEW.{c}"), " OR ");
             let touched = format!("temp.{t}_touched");
             // `existed`: the row was indexed before the group (its old words are here). The
             // first note of a row wins: what the index holds is the row as the group found it.
@@ -115,7 +118,7 @@ impl GroupIndexing {
             .map_err(sql)?;
             // CROSS JOIN keeps the notes as the outer loop (a few rows, each looked up by rowid);
             // without statistics on the TEMP table the planner may scan the whole table instead.
-            let current = words.iter().map(|c| format!("r.{c}")).collect::<Vec<_>>().join(", ");
+            let current = list(&|c| format!("r.{c}"), ", ");
             tables.push(Table {
                 any: format!("SELECT EXISTS (SELECT 1 FROM {touched})"),
                 flush: vec![
