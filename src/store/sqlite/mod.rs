@@ -12,6 +12,7 @@
 
 mod backup;
 mod bulk;
+mod checkpoint;
 mod indexing;
 mod open;
 pub mod search;

@@ -18,6 +18,7 @@ use std::sync::mpsc;
 
 use rusqlite::{Connection, TransactionBehavior};
 
+use super::checkpoint::Checkpoints;
 use super::indexing::GroupIndexing;
 use super::tx::{db_error, SqliteTx};
 use super::{Deliver, Job};
@@ -26,6 +27,10 @@ use crate::store::tx::Shared;
 
 /// The most writes committed together.
 const MAX_GROUP: usize = 512;
+
+/// How long the checkpointing thread waits for a lock it needs (another process recovering
+/// the WAL, say); a checkpoint never waits for the writer.
+const CHECKPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A committed (or failed) group on its way to its requests.
 struct Committed {
@@ -75,6 +80,7 @@ pub fn write_loop(conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>,
 fn group_loop(mut conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>, finish: impl Fn(Committed)) {
     let indexing =
         GroupIndexing::install(&conn).map_err(|e| log::warn!("search indexing stays one write at a time ({e})")).ok();
+    let mut checkpoints = Checkpoints::start(&conn, CHECKPOINT_WAIT);
     while let Ok(first) = queue.recv() {
         let mut group = VecDeque::from([first]);
         while group.len() < MAX_GROUP {
@@ -88,9 +94,15 @@ fn group_loop(mut conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>,
         let outcome = run_group(&mut conn, shared, indexing.as_ref(), &mut group, &mut delivers)
             .map_err(|e| Error::from(db_error(e)));
         log::trace!("committed a group of {size} writes in {} µs", started.elapsed().as_micros());
+        if let Some(c) = &mut checkpoints {
+            c.committed(&conn);
+        }
         // Writes left unrun because the group failed get the group's error.
         delivers.extend(group.into_iter().map(|job| job(None).1));
         finish(Committed { delivers, outcome });
+    }
+    if let Some(c) = checkpoints {
+        c.stop(&conn);
     }
     drop(conn);
 }

@@ -1,0 +1,204 @@
+//! Checkpoints behind the writer: the WAL's pages are copied into the database file by a thread
+//! of their own, on a connection of their own, while the writer goes on committing.
+//!
+//! SQLite checkpoints on the committing connection by default (at 1,000 pages of WAL): the
+//! writer then stops accepting writes while it reads those pages back, writes them into the
+//! database file and syncs it, about a sixth of its time under a stream of creates. A `PASSIVE`
+//! checkpoint needs no write lock, so another connection can do it alongside the writer.
+//!
+//! Such a checkpoint copies the WAL only up to the last commit it sees when it starts, and the
+//! WAL is reused from its beginning only once all of it has been copied when a write begins;
+//! under a steady stream of writes that never happens by itself. So the writer still
+//! checkpoints, as before, once the WAL reaches [`WRITER_PAGES`]: by then the thread has copied
+//! most of it and the writer copies only the rest, after which the WAL starts over. The WAL
+//! stays bounded whatever the thread manages to do.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use rusqlite::{ffi, Connection, OpenFlags};
+
+/// Pages of WAL (since the last checkpoint the thread was asked for) at which the thread is
+/// asked for the next: SQLite's own default interval.
+const THREAD_PAGES: i32 = 1000;
+
+/// Pages of WAL at which the writer checkpoints itself (copying what the thread has not).
+pub const WRITER_PAGES: i32 = 4000;
+
+/// The writer's side: counts the WAL's pages at each commit and wakes the thread.
+pub struct Checkpoints {
+    /// The WAL's size in pages after the last commit, set by SQLite's WAL hook.
+    pages: Arc<AtomicI32>,
+    /// The WAL's size when the thread was last asked.
+    asked_at: i32,
+    wake: Option<mpsc::SyncSender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Called by SQLite after each commit of the writer's connection with the WAL's size in pages.
+unsafe extern "C" fn on_commit(pages: *mut c_void, _: *mut ffi::sqlite3, _: *const c_char, n: c_int) -> c_int {
+    // SAFETY: `pages` is the `AtomicI32` of `Checkpoints::pages`, kept alive until the hook is
+    // removed (see `Checkpoints::stop`).
+    unsafe { &*(pages as *const AtomicI32) }.store(n, Ordering::Relaxed);
+    ffi::SQLITE_OK
+}
+
+impl Checkpoints {
+    /// Starts checkpointing behind `writer`, a connection to a database file in WAL mode, and
+    /// leaves the writer's own checkpoints for when the WAL reaches [`WRITER_PAGES`]. `None`
+    /// (SQLite's checkpoints as they were) when the database has no WAL or no thread can be had.
+    pub fn start(writer: &Connection, busy: Duration) -> Option<Checkpoints> {
+        let mode: String = writer.query_row("PRAGMA journal_mode", [], |r| r.get(0)).ok()?;
+        let path = writer.path().filter(|p| !p.is_empty() && mode.eq_ignore_ascii_case("wal"))?.to_owned();
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(&path, flags)
+            .and_then(|c| {
+                c.busy_timeout(busy)?;
+                // What a checkpoint syncs: the WAL before copying it, the database after.
+                c.pragma_update(None, "synchronous", "NORMAL")?;
+                Ok(c)
+            })
+            .map_err(|e| log::warn!("the writer checkpoints alone: cannot open {path} ({e})"))
+            .ok()?;
+        let (wake, woken) = mpsc::sync_channel::<()>(1);
+        let thread = std::thread::Builder::new()
+            .name("coursed-checkpoint".into())
+            .spawn(move || checkpoint_loop(conn, woken))
+            .map_err(|e| log::warn!("the writer checkpoints alone: cannot start a thread ({e})"))
+            .ok()?;
+        let pages = Arc::new(AtomicI32::new(0));
+        // SAFETY: the hook's data is `pages`, which this value keeps until `stop` removes the hook.
+        unsafe {
+            ffi::sqlite3_wal_hook(writer.handle(), Some(on_commit), Arc::as_ptr(&pages) as *mut c_void);
+        }
+        Some(Checkpoints { pages, asked_at: 0, wake: Some(wake), thread: Some(thread) })
+    }
+
+    /// After each commit of the writer: wakes the thread every [`THREAD_PAGES`] pages of WAL,
+    /// and checkpoints on the writer once the WAL reaches [`WRITER_PAGES`].
+    pub fn committed(&mut self, writer: &Connection) {
+        let pages = self.pages.load(Ordering::Relaxed);
+        if pages < self.asked_at {
+            // The WAL started over.
+            self.asked_at = 0;
+        }
+        if pages >= WRITER_PAGES {
+            // SAFETY: a plain call on the writer's open connection, on its own thread.
+            let rc = unsafe {
+                ffi::sqlite3_wal_checkpoint_v2(
+                    writer.handle(),
+                    std::ptr::null(),
+                    ffi::SQLITE_CHECKPOINT_PASSIVE,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                )
+            };
+            // Busy: the thread is checkpointing; the next commit tries again.
+            if rc != ffi::SQLITE_OK && rc != ffi::SQLITE_BUSY {
+                log::warn!("checkpoint on the writer failed: {}", ffi::code_to_str(rc));
+            }
+        } else if pages - self.asked_at >= THREAD_PAGES {
+            self.asked_at = pages;
+            if let Some(wake) = &self.wake {
+                // Full: the thread is already asked.
+                let _ = wake.try_send(());
+            }
+        }
+    }
+
+    /// Removes the hook from `writer` and stops the thread (before the writer's connection
+    /// closes, so that the writer's is the last connection and its close checkpoints the rest).
+    pub fn stop(mut self, writer: &Connection) {
+        // SAFETY: a plain call on the writer's open connection, on its own thread.
+        unsafe {
+            ffi::sqlite3_wal_hook(writer.handle(), None, std::ptr::null_mut());
+        }
+        self.wake.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Checkpoints {
+    fn drop(&mut self) {
+        if self.wake.is_some() {
+            // Dropped without `stop`: the hook may still be installed, so its data must outlive
+            // the connection.
+            std::mem::forget(self.pages.clone());
+        }
+    }
+}
+
+fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>) {
+    while woken.recv().is_ok() {
+        let started = std::time::Instant::now();
+        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))) {
+            Ok((wal, copied)) => log::trace!(
+                "checkpoint: {copied} of {wal} WAL pages in the database file, {} µs",
+                started.elapsed().as_micros()
+            ),
+            Err(e) => log::warn!("checkpoint failed: {e}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Commits `pages` pages' worth of rows on `c`, a commit of about ten pages at a time,
+    /// telling `cp` of each, and returns the WAL file's largest size seen.
+    fn write_pages(c: &Connection, cp: &mut Checkpoints, pages: i32, wal: &std::path::Path) -> u64 {
+        let mut largest = 0;
+        for _ in 0..pages / 10 {
+            c.execute(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10)
+                 INSERT INTO t (b) SELECT randomblob(3900) FROM n",
+                [],
+            )
+            .unwrap();
+            cp.committed(c);
+            largest = largest.max(std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0));
+        }
+        largest
+    }
+
+    #[test]
+    fn the_thread_copies_the_wal_and_the_writer_keeps_it_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch("PRAGMA page_size = 4096; PRAGMA journal_mode = WAL; CREATE TABLE t (b BLOB);").unwrap();
+        let wal = dir.path().join("c.db-wal");
+        let database_size = || std::fs::metadata(&path).unwrap().len();
+        let empty = database_size();
+
+        // Below the writer's threshold only the thread can have copied pages into the file.
+        let mut cp = Checkpoints::start(&c, Duration::from_secs(5)).expect("a WAL database gets a checkpointer");
+        write_pages(&c, &mut cp, WRITER_PAGES / 2, &wal);
+        cp.stop(&c);
+        assert!(
+            database_size() > empty + (THREAD_PAGES as u64) * 4096 / 2,
+            "the thread checkpointed: the file grew from {empty} to {}",
+            database_size()
+        );
+
+        // Far past the threshold, the WAL starts over instead of growing.
+        let mut cp = Checkpoints::start(&c, Duration::from_secs(5)).unwrap();
+        let largest = write_pages(&c, &mut cp, WRITER_PAGES * 3, &wal);
+        cp.stop(&c);
+        let bound = (WRITER_PAGES as u64 + 2 * 12) * (4096 + 24) + 32;
+        assert!(largest <= bound, "the WAL reached {largest} bytes, past {bound}");
+        let rows: i64 = c.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(rows, i64::from(WRITER_PAGES / 2 / 10 * 10 + WRITER_PAGES * 3 / 10 * 10));
+    }
+
+    #[test]
+    fn a_database_without_a_wal_keeps_sqlite_checkpointing() {
+        let c = Connection::open_in_memory().unwrap();
+        assert!(Checkpoints::start(&c, Duration::from_secs(1)).is_none());
+    }
+}
