@@ -222,7 +222,7 @@ fn include_level(
             read_all(tx, &child_sel, &sql, &[Value::Ids(ids)])?
         } else {
             let inverse = rel.inverse();
-            child_sel = child_sel.with_parent(inverse);
+            child_sel = std::borrow::Cow::Owned(Selection::with_parent(child_sel, inverse));
             let parents: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
             let fk = rel.fk;
             let sql = format!(
@@ -247,7 +247,7 @@ fn include_level(
         };
         include_level(tx, q, &child_sel, &mut loaded, &node.children, seen, out)?;
         loaded.retain(|r| seen.insert((target.name, r.id.clone())));
-        out.push((child_sel, loaded));
+        out.push((child_sel.into_owned(), loaded));
     }
     Ok(())
 }

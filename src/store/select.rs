@@ -1,6 +1,7 @@
 //! Reading resources: which columns a request needs ([`Selection`]), rows viewed in place
 //! ([`Fields`]) or kept ([`Record`]), and the point reads every other part builds on.
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use super::tx::{Cell, Row, Tx, Value};
@@ -124,12 +125,13 @@ impl Record {
 }
 
 impl Selection {
-    /// Everything of `rt` in `fieldset` (all when `None`), plus the columns `include` needs.
-    pub fn new(rt: &'static ResourceType, fieldset: Option<&[String]>, include: &[Include]) -> Selection {
+    /// Everything of `rt` in `fieldset` (all when `None`), plus the columns `include` needs:
+    /// borrowed from [`Selection::whole`] when that is all.
+    pub fn new(rt: &'static ResourceType, fieldset: Option<&[String]>, include: &[Include]) -> Cow<'static, Selection> {
         if fieldset.is_none() && include.is_empty() {
-            return Selection::whole(rt).clone();
+            return Cow::Borrowed(Selection::whole(rt));
         }
-        Selection::build(rt, fieldset, include)
+        Cow::Owned(Selection::build(rt, fieldset, include))
     }
 
     /// The selection of every field of `rt`, built once.
@@ -150,12 +152,13 @@ impl Selection {
     }
 
     /// Also reads the column of the to-one relationship `rel` (to group rows by parent).
-    pub fn with_parent(mut self, rel: &'static Relationship) -> Selection {
-        if !self.to_one.iter().any(|r| std::ptr::eq(*r, rel)) {
-            self.to_one.push(rel);
-            self.build_columns();
+    pub fn with_parent(sel: Cow<'static, Selection>, rel: &'static Relationship) -> Selection {
+        let mut sel = sel.into_owned();
+        if !sel.to_one.iter().any(|r| std::ptr::eq(*r, rel)) {
+            sel.to_one.push(rel);
+            sel.build_columns();
         }
-        self
+        sel
     }
 
     fn build_columns(&mut self) {
