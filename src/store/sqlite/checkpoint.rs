@@ -49,11 +49,16 @@ impl Checkpoints {
     /// Starts checkpointing behind `writer`, a connection to a database file in WAL mode, and
     /// leaves the writer's own checkpoints for when the WAL reaches [`WRITER_PAGES`]. `None`
     /// (SQLite's checkpoints as they were) when the database has no WAL or no thread can be had.
-    pub fn start(writer: &Connection, busy: Duration) -> Option<Checkpoints> {
+    /// `target`: what `writer` was opened with (a path or a URI), which the thread's connection
+    /// opens too.
+    pub fn start(writer: &Connection, target: &str, busy: Duration) -> Option<Checkpoints> {
         let mode: String = writer.query_row("PRAGMA journal_mode", [], |r| r.get(0)).ok()?;
-        let path = writer.path().filter(|p| !p.is_empty() && mode.eq_ignore_ascii_case("wal"))?.to_owned();
+        if !mode.eq_ignore_ascii_case("wal") {
+            return None;
+        }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-        let conn = Connection::open_with_flags(&path, flags)
+        let path = target;
+        let conn = Connection::open_with_flags(target, flags)
             .and_then(|c| {
                 c.busy_timeout(busy)?;
                 // What a checkpoint syncs: the WAL before copying it, the database after.
@@ -135,8 +140,13 @@ impl Drop for Checkpoints {
 fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>) {
     while woken.recv().is_ok() {
         let started = std::time::Instant::now();
-        match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))) {
-            Ok((wal, copied)) => log::trace!(
+        let outcome = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+            Ok((r.get::<_, i64>(0)? != 0, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        });
+        match outcome {
+            // Another checkpoint (the writer's, another process's) holds the WAL: it does the work.
+            Ok((true, _, _)) => log::trace!("checkpoint: busy"),
+            Ok((false, wal, copied)) => log::trace!(
                 "checkpoint: {copied} of {wal} WAL pages in the database file, {} µs",
                 started.elapsed().as_micros()
             ),
@@ -166,18 +176,31 @@ mod tests {
         largest
     }
 
+    fn wal_database(dir: &std::path::Path) -> (Connection, String) {
+        let path = dir.join("c.db").to_str().unwrap().to_owned();
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch(
+            "PRAGMA page_size = 4096; PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+             CREATE TABLE t (b BLOB);",
+        )
+        .unwrap();
+        (c, path)
+    }
+
     #[test]
     fn the_thread_copies_the_wal_and_the_writer_keeps_it_bounded() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("c.db");
-        let c = Connection::open(&path).unwrap();
-        c.execute_batch("PRAGMA page_size = 4096; PRAGMA journal_mode = WAL; CREATE TABLE t (b BLOB);").unwrap();
+        let (c, path) = wal_database(dir.path());
         let wal = dir.path().join("c.db-wal");
         let database_size = || std::fs::metadata(&path).unwrap().len();
         let empty = database_size();
+        let autocheckpoint = |c: &Connection| c.query_row("PRAGMA wal_autocheckpoint", [], |r| r.get::<_, i64>(0));
+        assert_eq!(autocheckpoint(&c).unwrap(), 1000, "SQLite's own checkpoints, before");
 
-        // Below the writer's threshold only the thread can have copied pages into the file.
-        let mut cp = Checkpoints::start(&c, Duration::from_secs(5)).expect("a WAL database gets a checkpointer");
+        // The writer no longer checkpoints at SQLite's 1,000 pages: below its own threshold only
+        // the thread can have copied pages into the file.
+        let mut cp = Checkpoints::start(&c, &path, Duration::from_secs(5)).expect("a WAL database gets a checkpointer");
+        assert_eq!(autocheckpoint(&c).unwrap(), 0, "the hook replaces SQLite's checkpoints on the writer");
         write_pages(&c, &mut cp, WRITER_PAGES / 2, &wal);
         cp.stop(&c);
         assert!(
@@ -186,11 +209,12 @@ mod tests {
             database_size()
         );
 
-        // Far past the threshold, the WAL starts over instead of growing.
-        let mut cp = Checkpoints::start(&c, Duration::from_secs(5)).unwrap();
+        // Far past the threshold, the WAL starts over instead of growing. (A writer's checkpoint
+        // that finds the thread's under way tries again at the next commit: some slack.)
+        let mut cp = Checkpoints::start(&c, &path, Duration::from_secs(5)).unwrap();
         let largest = write_pages(&c, &mut cp, WRITER_PAGES * 3, &wal);
         cp.stop(&c);
-        let bound = (WRITER_PAGES as u64 + 2 * 12) * (4096 + 24) + 32;
+        let bound = (WRITER_PAGES as u64 + THREAD_PAGES as u64) * (4096 + 24) + 32;
         assert!(largest <= bound, "the WAL reached {largest} bytes, past {bound}");
         let rows: i64 = c.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
         assert_eq!(rows, i64::from(WRITER_PAGES / 2 / 10 * 10 + WRITER_PAGES * 3 / 10 * 10));
@@ -198,7 +222,18 @@ mod tests {
 
     #[test]
     fn a_database_without_a_wal_keeps_sqlite_checkpointing() {
-        let c = Connection::open_in_memory().unwrap();
-        assert!(Checkpoints::start(&c, Duration::from_secs(1)).is_none());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j.db").to_str().unwrap().to_owned();
+        let c = Connection::open(&path).unwrap();
+        c.execute_batch("PRAGMA journal_mode = DELETE; CREATE TABLE t (b BLOB);").unwrap();
+        assert!(Checkpoints::start(&c, &path, Duration::from_secs(1)).is_none(), "a rollback journal");
+        let memdb = "file:/checkpoint-test?vfs=memdb";
+        let m = Connection::open_with_flags(
+            memdb,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_URI,
+        )
+        .unwrap();
+        m.execute_batch("PRAGMA journal_mode = MEMORY; CREATE TABLE t (b BLOB);").unwrap();
+        assert!(Checkpoints::start(&m, memdb, Duration::from_secs(1)).is_none(), "an in-memory database");
     }
 }

@@ -5,7 +5,8 @@
 //!   the async worker (bounded, indexed reads take a few microseconds, cheaper than a thread
 //!   hop: the benchmark decides this); when none is idle, or for [`Sqlite::scan`], the closure
 //!   runs on the blocking pool instead.
-//! * Writes go to the writer thread, which owns the only read-write connection. It takes every
+//! * Writes go to the writer thread, which owns the only connection that writes rows (a second
+//!   read-write one only checkpoints the WAL, see `checkpoint.rs`). It takes every
 //!   write waiting in its queue, runs each in its own savepoint inside one `BEGIN IMMEDIATE`
 //!   transaction, commits once (one fsync for the group), and only then answers each request.
 //!   A failing write rolls back to its savepoint and leaves the others intact.
@@ -101,7 +102,7 @@ impl Sqlite {
         let writer_shared = shared.clone();
         let writer = std::thread::Builder::new()
             .name("coursed-writer".into())
-            .spawn(move || writer::write_loop(writer, &writer_shared, queue, wal))
+            .spawn(move || writer::write_loop(writer, &target, &writer_shared, queue, wal))
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
         Ok(Sqlite { pool: Some(pool), jobs: Some(jobs), writer: Some(writer), shared })
     }

@@ -28,8 +28,9 @@ use crate::store::tx::Shared;
 /// The most writes committed together.
 const MAX_GROUP: usize = 512;
 
-/// How long the checkpointing thread waits for a lock it needs (another process recovering
-/// the WAL, say); a checkpoint never waits for the writer.
+/// How long the checkpointing connection waits for a lock it needs to read the schema or the
+/// WAL's index (another process recovering the WAL, say); a `PASSIVE` checkpoint itself never
+/// waits, for the writer or anyone else.
 const CHECKPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A committed (or failed) group on its way to its requests.
@@ -40,8 +41,9 @@ struct Committed {
 
 /// The writer thread: group commit, one savepoint per write. With `wal`, answers go through the
 /// flushing thread (see the module's documentation); without, they go out at once (the
-/// connection's own `synchronous` setting decides what a commit waits for).
-pub fn write_loop(conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>, wal: Option<WalFile>) {
+/// connection's own `synchronous` setting decides what a commit waits for). `target` is what
+/// the connection was opened with (a path or URI), for the checkpointing connection.
+pub fn write_loop(conn: Connection, target: &str, shared: &Shared, queue: mpsc::Receiver<Job>, wal: Option<WalFile>) {
     std::thread::scope(|scope| {
         let flusher = wal.map(|wal| {
             let (to_flush, committed) = mpsc::channel::<Committed>();
@@ -60,7 +62,7 @@ pub fn write_loop(conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>,
             }
             None => (None, None),
         };
-        group_loop(conn, shared, queue, |c| match &to_flush {
+        group_loop(conn, target, shared, queue, |c| match &to_flush {
             Some(tx) => {
                 if let Err(mpsc::SendError(c)) = tx.send(c) {
                     deliver(c.delivers, Err(Error::internal("the flushing thread stopped")));
@@ -77,10 +79,16 @@ pub fn write_loop(conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>,
     log::debug!("writer stopped");
 }
 
-fn group_loop(mut conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>, finish: impl Fn(Committed)) {
+fn group_loop(
+    mut conn: Connection,
+    target: &str,
+    shared: &Shared,
+    queue: mpsc::Receiver<Job>,
+    finish: impl Fn(Committed),
+) {
     let indexing =
         GroupIndexing::install(&conn).map_err(|e| log::warn!("search indexing stays one write at a time ({e})")).ok();
-    let mut checkpoints = Checkpoints::start(&conn, CHECKPOINT_WAIT);
+    let mut checkpoints = Checkpoints::start(&conn, target, CHECKPOINT_WAIT);
     while let Ok(first) = queue.recv() {
         let mut group = VecDeque::from([first]);
         while group.len() < MAX_GROUP {
@@ -94,12 +102,13 @@ fn group_loop(mut conn: Connection, shared: &Shared, queue: mpsc::Receiver<Job>,
         let outcome = run_group(&mut conn, shared, indexing.as_ref(), &mut group, &mut delivers)
             .map_err(|e| Error::from(db_error(e)));
         log::trace!("committed a group of {size} writes in {} µs", started.elapsed().as_micros());
-        if let Some(c) = &mut checkpoints {
-            c.committed(&conn);
-        }
         // Writes left unrun because the group failed get the group's error.
         delivers.extend(group.into_iter().map(|job| job(None).1));
         finish(Committed { delivers, outcome });
+        // After the group is on its way: a checkpoint on the writer overlaps the group's flush.
+        if let Some(c) = &mut checkpoints {
+            c.committed(&conn);
+        }
     }
     if let Some(c) = checkpoints {
         c.stop(&conn);
