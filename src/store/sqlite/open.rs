@@ -7,11 +7,13 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
-const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql"), TOKENS, SEARCH];
+const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql"), TOKENS, SEARCH, SEARCH_ROWS];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/sqlite/0002-tokens.sql");
 /// Search: words columns and FTS5 indexes.
 const SEARCH: &str = include_str!("../../../migrations/sqlite/0003-search.sql");
+/// Search: the index of all texts keeps rows only (`detail=none`).
+const SEARCH_ROWS: &str = include_str!("../../../migrations/sqlite/0004-search-rows.sql");
 /// Where a migration has coursed compute the words of the rows that exist (see
 /// [`crate::store::search::backfill`]) before it goes on.
 const WORDS_MARKER: &str = "-- coursed: words of existing rows";
@@ -94,6 +96,10 @@ fn migrate(c: &mut Connection) -> Result<(), String> {
         if tables > 0 {
             return Err("it holds tables but is not a coursed database".into());
         }
+    }
+    if version > 0 && version < known {
+        // A migration may rebuild a search index: on a large catalogue, a minute or more.
+        log::info!("migrating the database schema from version {version} to {known}");
     }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         let failed = |e: String| format!("migration {} failed: {e}", i + 1);

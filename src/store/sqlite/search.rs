@@ -1,5 +1,5 @@
 //! Search on SQLite: an FTS5 query over a table's index (`{table}_search`, see
-//! migrations/sqlite/0003-search.sql).
+//! migrations/sqlite/0003-search.sql and 0004-search-rows.sql).
 
 use crate::error::Result;
 use crate::resources::ResourceType;
@@ -11,9 +11,9 @@ use crate::store::Tx;
 use crate::store::Value;
 
 /// The rows of `rt` that match `q`: every word of every term in the FTS5 index (the last of a
-/// prefix term as a prefix, `*`), all required; the index keeps which column holds a word,
-/// not where (`detail=column`, smaller and cheaper to write), so a term of several words is
-/// also checked on the words columns, as on PostgreSQL: what [`crate::search::Term`] defines.
+/// prefix term as a prefix, `*`), all required; the index keeps which rows hold a word, not
+/// where (`detail=none`, smaller and cheaper to write), so a term of several words is also
+/// checked on the words columns, as on PostgreSQL: what [`crate::search::Term`] defines.
 pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
     let mut sql = format!("rowid IN (SELECT rowid FROM {t}_search WHERE {t}_search MATCH ?)", t = rt.table);
     if let Some(phrases) = phrases(Dialect::Sqlite, rt, q) {
@@ -60,7 +60,6 @@ const WALK_SHARE: u64 = 50;
 pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<u64>) -> Result<Vec<Tier>> {
     let t = rt.table;
     let all = fts5_query(q);
-    let title = format!("{{title_words}} : ({all})");
     let probe = |q: &str| {
         (
             format!("EXISTS (SELECT 1 FROM {t}_search WHERE {t}_search MATCH ? AND rowid = {t}.rowid)"),
@@ -83,10 +82,12 @@ pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<
     }
     if q.terms.iter().any(|t| t.prefix) {
         // A prefix stands for every word it begins, whose lists FTS5 merges at each look-up:
-        // merge them once for each tier instead.
-        let (in_title, title_value) = set(&title);
+        // merge them once for each tier instead. The titles' own index tells which rows hold
+        // every term in the title.
+        let in_title = format!("{t}.rowid IN (SELECT rowid FROM {t}_titles WHERE {t}_titles MATCH ?)");
         let (matches, all_value) = set(&all);
         let not_in_title = in_title.replace("rowid IN", "rowid NOT IN");
+        let title_value = Value::Text(all.clone());
         return Ok(tiers_of(
             in_title,
             vec![title_value.clone()],
