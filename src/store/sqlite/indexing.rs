@@ -121,11 +121,26 @@ impl GroupIndexing {
             let current = list(&|c| format!("r.{c}"), ", ");
             tables.push(Table {
                 any: format!("SELECT EXISTS (SELECT 1 FROM {touched})"),
+                // One statement per index, its deletions (the command column 'delete') first,
+                // then its insertions (the command column NULL; a compound SELECT without
+                // ORDER BY yields its left part before its right): FTS5 writes what a statement
+                // left pending as a segment when the next statement begins, so a statement per
+                // kind made two segments per group of updates, each merged again later. A
+                // rename's deletion and insertion of the same row are in the right order, or
+                // FTS5's integrity check in the tests would fail.
                 flush: vec![
-                    format!("INSERT INTO {t}_search ({t}_search, rowid, {cols}) SELECT 'delete', rid, {cols} FROM {touched} WHERE existed"),
-                    format!("INSERT INTO {t}_titles ({t}_titles, rowid, {title}) SELECT 'delete', rid, {title} FROM {touched} WHERE existed"),
-                    format!("INSERT INTO {t}_search (rowid, {cols}) SELECT r.rowid, {current} FROM {touched} CROSS JOIN main.{t} AS r ON r.rowid = rid"),
-                    format!("INSERT INTO {t}_titles (rowid, {title}) SELECT r.rowid, r.{title} FROM {touched} CROSS JOIN main.{t} AS r ON r.rowid = rid"),
+                    format!(
+                        "INSERT INTO {t}_search ({t}_search, rowid, {cols})
+                         SELECT 'delete', rid, {cols} FROM {touched} WHERE existed
+                         UNION ALL
+                         SELECT NULL, r.rowid, {current} FROM {touched} CROSS JOIN main.{t} AS r ON r.rowid = rid"
+                    ),
+                    format!(
+                        "INSERT INTO {t}_titles ({t}_titles, rowid, {title})
+                         SELECT 'delete', rid, {title} FROM {touched} WHERE existed
+                         UNION ALL
+                         SELECT NULL, r.rowid, r.{title} FROM {touched} CROSS JOIN main.{t} AS r ON r.rowid = rid"
+                    ),
                     format!("DELETE FROM {touched}"),
                 ],
             });
@@ -204,6 +219,7 @@ mod tests {
         let (conn, indexing, path) = writer(&dir);
         subject(&conn, "a", "Alpha");
         subject(&conn, "b", "Beta");
+        subject(&conn, "e", "Echo");
         conn.execute_batch("BEGIN IMMEDIATE").unwrap();
         indexing.flush(&conn).unwrap();
         conn.execute_batch("COMMIT").unwrap();
@@ -221,6 +237,8 @@ mod tests {
              ON CONFLICT (id) DO UPDATE SET title = excluded.title, title_words = excluded.title_words",
         )
         .unwrap();
+        // Renamed keeping a word: its deletion must reach the index before its insertion.
+        conn.execute_batch("UPDATE subjects SET title = 'Echo two', title_words = 'echo two' WHERE id = 'e'").unwrap();
         // Moved to another rowid along with its words.
         conn.execute_batch("UPDATE subjects SET rowid = rowid + 1000, title_words = 'moved' WHERE id = 'b'").unwrap();
         indexing.flush(&conn).unwrap();
@@ -234,5 +252,6 @@ mod tests {
             (found("delta"), found("gamma"), found("a3"), found("alpha"), found("moved"), found("beta")),
             (1, 0, 1, 0, 1, 0)
         );
+        assert_eq!((found("echo"), found("two")), (1, 1));
     }
 }
