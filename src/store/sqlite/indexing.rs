@@ -116,30 +116,34 @@ impl GroupIndexing {
                  END;"
             ))
             .map_err(sql)?;
-            // CROSS JOIN keeps the notes as the outer loop (a few rows, each looked up by rowid);
-            // without statistics on the TEMP table the planner may scan the whole table instead.
-            let current = list(&|c| format!("r.{c}"), ", ");
+            // For each noted row (`n`, in rowid order), its old words out (`k` 0, if it was
+            // indexed) and its current words in (`k` 1, if it still exists: `r`). CROSS JOIN
+            // keeps the notes as the outer loop (a few rows, each looked up by rowid); without
+            // statistics on the TEMP table the planner may scan the whole table instead.
+            let both = |words: &str| {
+                format!(
+                    "SELECT CASE k.k WHEN 0 THEN 'delete' END, n.rid, {words}
+                     FROM {touched} AS n CROSS JOIN (SELECT 0 AS k UNION ALL SELECT 1) AS k
+                     LEFT JOIN main.{t} AS r ON k.k = 1 AND r.rowid = n.rid
+                     WHERE CASE k.k WHEN 0 THEN n.existed ELSE r.rowid IS NOT NULL END
+                     ORDER BY n.rid, k.k"
+                )
+            };
             tables.push(Table {
                 any: format!("SELECT EXISTS (SELECT 1 FROM {touched})"),
-                // One statement per index, its deletions (the command column 'delete') first,
-                // then its insertions (the command column NULL; a compound SELECT without
-                // ORDER BY yields its left part before its right): FTS5 writes what a statement
-                // left pending as a segment when the next statement begins, so a statement per
-                // kind made two segments per group of updates, each merged again later. A
-                // rename's deletion and insertion of the same row are in the right order, or
-                // FTS5's integrity check in the tests would fail.
+                // One statement per index, each row's deletion (the command column 'delete')
+                // before its insertion (the command column NULL), rows in rowid order: FTS5
+                // writes what it holds pending as a segment of its own when the next statement
+                // begins and whenever a rowid goes down (a deletion followed by an insertion of
+                // the same rowid does not count), and each segment is merged again later.
                 flush: vec![
                     format!(
-                        "INSERT INTO {t}_search ({t}_search, rowid, {cols})
-                         SELECT 'delete', rid, {cols} FROM {touched} WHERE existed
-                         UNION ALL
-                         SELECT NULL, r.rowid, {current} FROM {touched} CROSS JOIN main.{t} AS r ON r.rowid = rid"
+                        "INSERT INTO {t}_search ({t}_search, rowid, {cols}) {}",
+                        both(&list(&|c| format!("CASE k.k WHEN 0 THEN n.{c} ELSE r.{c} END"), ", "))
                     ),
                     format!(
-                        "INSERT INTO {t}_titles ({t}_titles, rowid, {title})
-                         SELECT 'delete', rid, {title} FROM {touched} WHERE existed
-                         UNION ALL
-                         SELECT NULL, r.rowid, r.{title} FROM {touched} CROSS JOIN main.{t} AS r ON r.rowid = rid"
+                        "INSERT INTO {t}_titles ({t}_titles, rowid, {title}) {}",
+                        both(&format!("CASE k.k WHEN 0 THEN n.{title} ELSE r.{title} END"))
                     ),
                     format!("DELETE FROM {touched}"),
                 ],
