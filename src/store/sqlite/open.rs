@@ -17,8 +17,13 @@ const SEARCH_ROWS: &str = include_str!("../../../migrations/sqlite/0004-search-r
 /// Where a migration has coursed compute the words of the rows that exist (see
 /// [`crate::store::search::backfill`]) before it goes on.
 const WORDS_MARKER: &str = "-- coursed: words of existing rows";
-/// How long opening waits for another process that is migrating the same file.
-const MIGRATION_WAIT: Duration = Duration::from_secs(60);
+/// Where the statements of a migration up to the next such line apply only to a database that
+/// has the table named on the line (a search index, which a database may lack: see
+/// `indexing.rs`).
+const WHERE_EXISTS: &str = "-- coursed: where this table exists: ";
+/// How long opening waits for another process that is migrating the same file (rebuilding a
+/// search index of millions of rows takes minutes).
+const MIGRATION_WAIT: Duration = Duration::from_secs(600);
 /// Marks a file as a coursed database ("crsd").
 pub const APPLICATION_ID: i64 = 0x6372_7364;
 
@@ -105,7 +110,7 @@ fn migrate(c: &mut Connection) -> Result<(), String> {
         let failed = |e: String| format!("migration {} failed: {e}", i + 1);
         // A migration may have the words of existing rows computed in the middle (search).
         let (before, after) = step.split_once(WORDS_MARKER).unwrap_or((step, ""));
-        tx.execute_batch(before).map_err(|e| failed(e.to_string()))?;
+        run_sql(&tx, before).map_err(|e| failed(e.to_string()))?;
         if !after.is_empty() {
             let shared = crate::store::tx::Shared::default();
             let rows = crate::store::search::backfill_all(&mut super::tx::SqliteTx { conn: &tx, shared: &shared })
@@ -113,7 +118,7 @@ fn migrate(c: &mut Connection) -> Result<(), String> {
             if rows > 0 {
                 log::info!("search words computed for {rows} existing resources");
             }
-            tx.execute_batch(after).map_err(|e| failed(e.to_string()))?;
+            run_sql(&tx, after).map_err(|e| failed(e.to_string()))?;
         }
     }
     if version < known {
@@ -122,4 +127,82 @@ fn migrate(c: &mut Connection) -> Result<(), String> {
         log::info!("database schema migrated from version {version} to {known}");
     }
     tx.commit().map_err(sql)
+}
+
+/// Runs the statements of a migration, skipping those marked for a table the database lacks
+/// (see [`WHERE_EXISTS`]).
+fn run_sql(c: &Connection, sql: &str) -> rusqlite::Result<()> {
+    let mut parts = sql.split(WHERE_EXISTS);
+    c.execute_batch(parts.next().unwrap_or_default())?;
+    for part in parts {
+        let (table, statements) = part.split_once('\n').unwrap_or((part, ""));
+        let table = table.trim();
+        let exists: bool =
+            c.query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE name = ?1)", [table], |r| r.get(0))?;
+        if exists {
+            c.execute_batch(statements)?;
+        } else {
+            log::warn!("the database has no table {table}: a migration leaves it out");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A version-3 file with a module and a subject (indexed by the schema's triggers); with
+    /// `without_subjects_index`, the subjects' index of all texts dropped with its triggers.
+    fn version_3(path: &str, without_subjects_index: bool) {
+        let c = Connection::open(path).unwrap();
+        for step in &MIGRATIONS[..3] {
+            c.execute_batch(step).unwrap();
+        }
+        c.execute_batch(&format!(
+            "PRAGMA user_version = 3; PRAGMA application_id = {APPLICATION_ID};
+             INSERT INTO modules (id, title, title_words, created_at, updated_at) VALUES ('m', 'Waves', 'waves', 'x', 'x');
+             INSERT INTO subjects (id, title, title_words, content, content_words, created_at, updated_at)
+                 VALUES ('s', 'Light', 'light', 'Photon photon', 'photon photon', 'x', 'x');"
+        ))
+        .unwrap();
+        if without_subjects_index {
+            c.execute_batch(
+                "DROP TRIGGER subjects_search_insert; DROP TRIGGER subjects_search_delete;
+                 DROP TRIGGER subjects_search_update; DROP TABLE subjects_search_vocab; DROP TABLE subjects_search;",
+            )
+            .unwrap();
+        }
+    }
+
+    fn sql_of(c: &Connection, table: &str) -> Option<String> {
+        c.query_row("SELECT sql FROM sqlite_master WHERE name = ?1", [table], |r| r.get(0)).ok()
+    }
+
+    #[test]
+    fn migration_4_rebuilds_the_indexes_of_rows_and_leaves_out_a_dropped_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v3.db").to_str().unwrap().to_owned();
+        version_3(&path, false);
+        create(&path).unwrap();
+        let c = Connection::open(&path).unwrap();
+        assert_eq!(c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 4);
+        for t in ["modules", "subjects", "chapters"] {
+            assert!(sql_of(&c, &format!("{t}_search")).unwrap().contains("detail='none'"), "{t}");
+            c.execute_batch(&format!("INSERT INTO {t}_search ({t}_search, rank) VALUES ('integrity-check', 1)"))
+                .unwrap();
+        }
+        let found = |q: &str| -> i64 {
+            c.query_row("SELECT doc FROM subjects_search_vocab WHERE term = ?1", [q], |r| r.get(0)).unwrap_or(0)
+        };
+        assert_eq!((found("photon"), found("light")), (1, 1), "the rows are indexed again");
+
+        let path = dir.path().join("dropped.db").to_str().unwrap().to_owned();
+        version_3(&path, true);
+        create(&path).unwrap();
+        let c = Connection::open(&path).unwrap();
+        assert_eq!(c.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), 4);
+        assert_eq!(sql_of(&c, "subjects_search"), None, "a dropped index is not made again without its triggers");
+        assert!(sql_of(&c, "modules_search").unwrap().contains("detail='none'"));
+    }
 }

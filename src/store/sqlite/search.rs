@@ -53,7 +53,7 @@ pub fn count(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
 const WALK_SHARE: u64 = 50;
 
 /// The tiers of a search (see [`crate::store::search::page`]): the rows matching `q` whose
-/// title holds every term (an FTS5 column filter: the same as the words check), then the
+/// title holds every term (the titles' own index: the same as the words check), then the
 /// others. Each is either probed row by row in id order or read as a set from the index,
 /// whichever its size (from the index's own counts) makes cheaper. `known`: how many rows
 /// match, when known.
