@@ -52,13 +52,35 @@ pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
     writer.pragma_update(None, "temp_store", "MEMORY").map_err(fail)?;
     // WAL lets readers go on while the writer commits; set once, outside any transaction.
     let mode = if opts.path == ":memory:" { "MEMORY" } else { "WAL" };
-    let got: String = writer.pragma_update_and_check(None, "journal_mode", mode, |r| r.get(0)).map_err(fail)?;
+    let got: String =
+        retry_busy(|| writer.pragma_update_and_check(None, "journal_mode", mode, |r| r.get(0)), MIGRATION_WAIT)
+            .map_err(fail)?;
     if !got.eq_ignore_ascii_case(mode) {
         return Err(format!("cannot open database {}: journal_mode {mode} refused ({got})", opts.path));
     }
     migrate(&mut writer).map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
     writer.busy_timeout(opts.busy_timeout).map_err(fail)?;
     Ok(writer)
+}
+
+/// Runs `f` again while it fails with `SQLITE_BUSY`, for up to `wait`. Changing the journal mode
+/// takes the file's write lock while holding a read lock, and SQLite then answers BUSY at once
+/// instead of waiting (two connections doing so at once would wait for each other forever), so
+/// the busy timeout does not cover it: replicas starting together on a new file did fail.
+fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>, wait: Duration) -> rusqlite::Result<T> {
+    let deadline = std::time::Instant::now() + wait;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match f() {
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            outcome => return outcome,
+        }
+    }
 }
 
 /// Creates (or migrates) the database file `path` and closes it again.
