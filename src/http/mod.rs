@@ -143,7 +143,8 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
         .then(
             move |headers, caller: Option<Caller>, route: Option<Route>, method, path, query, body, app| async move {
                 let template = route.as_ref().and_then(Route::template);
-                let named = caller.clone().filter(|_| on);
+                // Cloned (a reference count) only for the log that reads it.
+                let named = caller.as_ref().filter(|_| on).cloned();
                 let answered = handlers::dispatch(headers, caller, route, method, path, query, body, app).await;
                 access::marked(answered, on, template, named)
             },

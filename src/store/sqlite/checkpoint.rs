@@ -24,6 +24,11 @@ use rusqlite::{ffi, Connection, OpenFlags};
 /// asked for the next: SQLite's own default interval.
 const THREAD_PAGES: i32 = 1000;
 
+/// How long the thread's connection waits for a lock it needs to read the schema or the WAL's
+/// index (another process recovering the WAL, say); a `PASSIVE` checkpoint itself never waits,
+/// for the writer or anyone else.
+const LOCK_WAIT: Duration = Duration::from_secs(5);
+
 /// Pages of WAL at which the writer checkpoints itself (copying what the thread has not).
 pub const WRITER_PAGES: i32 = 4000;
 
@@ -51,21 +56,20 @@ impl Checkpoints {
     /// (SQLite's checkpoints as they were) when the database has no WAL or no thread can be had.
     /// `target`: what `writer` was opened with (a path or a URI), which the thread's connection
     /// opens too.
-    pub fn start(writer: &Connection, target: &str, busy: Duration) -> Option<Checkpoints> {
+    pub fn start(writer: &Connection, target: &str) -> Option<Checkpoints> {
         let mode: String = writer.query_row("PRAGMA journal_mode", [], |r| r.get(0)).ok()?;
         if !mode.eq_ignore_ascii_case("wal") {
             return None;
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
-        let path = target;
         let conn = Connection::open_with_flags(target, flags)
             .and_then(|c| {
-                c.busy_timeout(busy)?;
+                c.busy_timeout(LOCK_WAIT)?;
                 // What a checkpoint syncs: the WAL before copying it, the database after.
                 c.pragma_update(None, "synchronous", "NORMAL")?;
                 Ok(c)
             })
-            .map_err(|e| log::warn!("the writer checkpoints alone: cannot open {path} ({e})"))
+            .map_err(|e| log::warn!("the writer checkpoints alone: cannot open {target} ({e})"))
             .ok()?;
         let (wake, woken) = mpsc::sync_channel::<()>(1);
         let thread = std::thread::Builder::new()
@@ -199,7 +203,7 @@ mod tests {
 
         // The writer no longer checkpoints at SQLite's 1,000 pages: below its own threshold only
         // the thread can have copied pages into the file.
-        let mut cp = Checkpoints::start(&c, &path, Duration::from_secs(5)).expect("a WAL database gets a checkpointer");
+        let mut cp = Checkpoints::start(&c, &path).expect("a WAL database gets a checkpointer");
         assert_eq!(autocheckpoint(&c).unwrap(), 0, "the hook replaces SQLite's checkpoints on the writer");
         write_pages(&c, &mut cp, WRITER_PAGES / 2, &wal);
         cp.stop(&c);
@@ -211,7 +215,7 @@ mod tests {
 
         // Far past the threshold, the WAL starts over instead of growing. (A writer's checkpoint
         // that finds the thread's under way tries again at the next commit: some slack.)
-        let mut cp = Checkpoints::start(&c, &path, Duration::from_secs(5)).unwrap();
+        let mut cp = Checkpoints::start(&c, &path).unwrap();
         let largest = write_pages(&c, &mut cp, WRITER_PAGES * 3, &wal);
         cp.stop(&c);
         let bound = (WRITER_PAGES as u64 + THREAD_PAGES as u64) * (4096 + 24) + 32;
@@ -226,7 +230,7 @@ mod tests {
         let path = dir.path().join("j.db").to_str().unwrap().to_owned();
         let c = Connection::open(&path).unwrap();
         c.execute_batch("PRAGMA journal_mode = DELETE; CREATE TABLE t (b BLOB);").unwrap();
-        assert!(Checkpoints::start(&c, &path, Duration::from_secs(1)).is_none(), "a rollback journal");
+        assert!(Checkpoints::start(&c, &path).is_none(), "a rollback journal");
         let memdb = "file:/checkpoint-test?vfs=memdb";
         let m = Connection::open_with_flags(
             memdb,
@@ -234,6 +238,6 @@ mod tests {
         )
         .unwrap();
         m.execute_batch("PRAGMA journal_mode = MEMORY; CREATE TABLE t (b BLOB);").unwrap();
-        assert!(Checkpoints::start(&m, memdb, Duration::from_secs(1)).is_none(), "an in-memory database");
+        assert!(Checkpoints::start(&m, memdb).is_none(), "an in-memory database");
     }
 }

@@ -120,6 +120,7 @@ impl GroupIndexing {
             // indexed) and its current words in (`k` 1, if it still exists: `r`). CROSS JOIN
             // keeps the notes as the outer loop (a few rows, each looked up by rowid); without
             // statistics on the TEMP table the planner may scan the whole table instead.
+            let pick = |c: &str| format!("CASE k.k WHEN 0 THEN n.{c} ELSE r.{c} END");
             let both = |words: &str| {
                 format!(
                     "SELECT CASE k.k WHEN 0 THEN 'delete' END, n.rid, {words}
@@ -137,14 +138,8 @@ impl GroupIndexing {
                 // begins and whenever a rowid goes down (a deletion followed by an insertion of
                 // the same rowid does not count), and each segment is merged again later.
                 flush: vec![
-                    format!(
-                        "INSERT INTO {t}_search ({t}_search, rowid, {cols}) {}",
-                        both(&list(&|c| format!("CASE k.k WHEN 0 THEN n.{c} ELSE r.{c} END"), ", "))
-                    ),
-                    format!(
-                        "INSERT INTO {t}_titles ({t}_titles, rowid, {title}) {}",
-                        both(&format!("CASE k.k WHEN 0 THEN n.{title} ELSE r.{title} END"))
-                    ),
+                    format!("INSERT INTO {t}_search ({t}_search, rowid, {cols}) {}", both(&list(&pick, ", "))),
+                    format!("INSERT INTO {t}_titles ({t}_titles, rowid, {title}) {}", both(&pick(title))),
                     format!("DELETE FROM {touched}"),
                 ],
             });

@@ -60,14 +60,17 @@ const WALK_SHARE: u64 = 50;
 pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<u64>) -> Result<Vec<Tier>> {
     let t = rt.table;
     let all = fts5_query(q);
-    let probe = |q: &str| {
+    // The rows of an index (`{t}_search`, all texts; `{t}_titles`, the titles) that match `q`,
+    // asked of it row by row (`probe`) or read from it as a set (`set`).
+    let (search, titles) = (format!("{t}_search"), format!("{t}_titles"));
+    let probe = |index: &str, q: &str| {
         (
-            format!("EXISTS (SELECT 1 FROM {t}_search WHERE {t}_search MATCH ? AND rowid = {t}.rowid)"),
+            format!("EXISTS (SELECT 1 FROM {index} WHERE {index} MATCH ? AND rowid = {t}.rowid)"),
             Value::Text(q.to_owned()),
         )
     };
-    let set = |q: &str| {
-        (format!("{t}.rowid IN (SELECT rowid FROM {t}_search WHERE {t}_search MATCH ?)"), Value::Text(q.to_owned()))
+    let set = |index: &str, q: &str| {
+        (format!("{t}.rowid IN (SELECT rowid FROM {index} WHERE {index} MATCH ?)"), Value::Text(q.to_owned()))
     };
     if has_phrase(q) {
         // Phrases are checked on the words: so is the title.
@@ -84,10 +87,9 @@ pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<
         // A prefix stands for every word it begins, whose lists FTS5 merges at each look-up:
         // merge them once for each tier instead. The titles' own index tells which rows hold
         // every term in the title.
-        let in_title = format!("{t}.rowid IN (SELECT rowid FROM {t}_titles WHERE {t}_titles MATCH ?)");
-        let (matches, all_value) = set(&all);
+        let (in_title, title_value) = set(&titles, &all);
+        let (matches, all_value) = set(&search, &all);
         let not_in_title = in_title.replace("rowid IN", "rowid NOT IN");
-        let title_value = Value::Text(all.clone());
         return Ok(tiers_of(
             in_title,
             vec![title_value.clone()],
@@ -118,14 +120,10 @@ pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<
     let walk = |n: u64| n.saturating_mul(WALK_SHARE) >= rows;
     // The titles' own index answers for the title (holding every word there is every term
     // there, phrases aside).
-    let title_probe = format!("EXISTS (SELECT 1 FROM {t}_titles WHERE {t}_titles MATCH ? AND rowid = {t}.rowid)");
-    let first = if walk(in_title) {
-        (title_probe.clone(), Value::Text(all.clone()))
-    } else {
-        (format!("{t}.rowid IN (SELECT rowid FROM {t}_titles WHERE {t}_titles MATCH ?)"), Value::Text(all.clone()))
-    };
-    let (rest, rest_value) = if walk(matching.saturating_sub(in_title)) { probe(&all) } else { set(&all) };
-    let (not_title, title_value) = (title_probe, Value::Text(all.clone()));
+    let first = if walk(in_title) { probe(&titles, &all) } else { set(&titles, &all) };
+    let (rest, rest_value) =
+        if walk(matching.saturating_sub(in_title)) { probe(&search, &all) } else { set(&search, &all) };
+    let (not_title, title_value) = probe(&titles, &all);
     Ok(tiers_of(first.0, vec![first.1], format!("{rest} AND NOT {not_title}"), vec![rest_value, title_value]))
 }
 

@@ -28,11 +28,6 @@ use crate::store::tx::Shared;
 /// The most writes committed together.
 const MAX_GROUP: usize = 512;
 
-/// How long the checkpointing connection waits for a lock it needs to read the schema or the
-/// WAL's index (another process recovering the WAL, say); a `PASSIVE` checkpoint itself never
-/// waits, for the writer or anyone else.
-const CHECKPOINT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// A committed (or failed) group on its way to its requests.
 struct Committed {
     delivers: Vec<Deliver>,
@@ -88,7 +83,7 @@ fn group_loop(
 ) {
     let indexing =
         GroupIndexing::install(&conn).map_err(|e| log::warn!("search indexing stays one write at a time ({e})")).ok();
-    let mut checkpoints = Checkpoints::start(&conn, target, CHECKPOINT_WAIT);
+    let mut checkpoints = Checkpoints::start(&conn, target);
     while let Ok(first) = queue.recv() {
         let mut group = VecDeque::from([first]);
         while group.len() < MAX_GROUP {
