@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::store::tx::{guarded, Shared, Tx};
 
 /// Groups committing at once (each on its own connection).
-const LEADERS: usize = 4;
+pub const LEADERS: usize = 4;
 /// The most writes in one group.
 const MAX_GROUP: usize = 64;
 
@@ -38,6 +38,8 @@ pub struct Engine {
     pub pool: Pool,
     pub shared: Arc<Shared>,
     pub name: Arc<str>,
+    /// The threads all of it runs on.
+    pub workers: super::workers::Workers,
 }
 
 /// The writes waiting, and how many leaders are running groups.
@@ -65,8 +67,8 @@ impl Batcher {
             lead
         };
         if lead {
-            let (batcher, engine) = (self.clone(), engine.clone());
-            tokio::task::spawn_blocking(move || batcher.lead(&engine));
+            let (batcher, leader) = (self.clone(), engine.clone());
+            engine.workers.submit(Box::new(move || batcher.lead(&leader)));
         }
     }
 

@@ -21,6 +21,7 @@ mod connect;
 mod migrate;
 pub mod search;
 mod tx;
+mod workers;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,6 +39,8 @@ pub use self::connect::redact;
 
 /// Connections per process; several replicas share the server's `max_connections`.
 const POOL: u32 = 16;
+/// Threads for blocking work: one per connection, and the group leaders' own.
+const WORKERS: usize = POOL as usize + batch::LEADERS;
 /// Attempts of one unit of work that meets conflicts or lost connections.
 const ATTEMPTS: u32 = 8;
 
@@ -85,7 +88,7 @@ impl Postgres {
             .test_on_check_out(false)
             .build_unchecked(manager);
         log::info!("serving PostgreSQL database {name} (sslmode {:?})", manager_mode);
-        let engine = Arc::new(Engine { pool, shared, name });
+        let engine = Arc::new(Engine { pool, shared, name, workers: workers::Workers::new(WORKERS) });
         start_folding(Arc::downgrade(&engine));
         Ok(Postgres { engine: Some(engine), batcher: Arc::default() })
     }
@@ -132,9 +135,8 @@ impl Postgres {
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
         let engine = self.engine().clone();
-        tokio::task::spawn_blocking(move || run(&engine.pool, &engine.shared, &engine.name, work, &mut f))
-            .await
-            .map_err(Error::internal)?
+        let running = self.engine().workers.run(move || run(&engine.pool, &engine.shared, &engine.name, work, &mut f));
+        running.await.unwrap_or_else(|| Err(Error::internal("PostgreSQL work panicked")))
     }
 }
 
