@@ -46,7 +46,19 @@ pub fn bulk<T>(path: &str, target: Target, f: impl FnOnce(&mut dyn Tx) -> Result
             return outcome;
         }
     };
-    conn.execute_batch("COMMIT; ANALYZE; PRAGMA journal_mode = WAL;")
-        .map_err(|e| format!("loading {path} failed: {}", db_error(e)))?;
+    conn.execute_batch("COMMIT").map_err(|e| format!("loading {path} failed: {}", db_error(e)))?;
+    // The load is in: what follows only tidies up, and a failure is not the load's.
+    if let Err(e) = conn.execute_batch("ANALYZE") {
+        log::warn!("{path}: the planner's statistics were not refreshed after the load ({e})");
+    }
+    // Back to WAL: a reader that opened the file meanwhile makes SQLite answer BUSY at once, so
+    // retry a while. Left in rollback-journal mode, the file is switched by the next server.
+    let wal = super::open::retry_busy(
+        || conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)),
+        BUSY,
+    );
+    if let Err(e) = wal {
+        log::warn!("{path} stays in rollback-journal mode until a server opens it ({e})");
+    }
     Ok(value)
 }

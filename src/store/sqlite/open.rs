@@ -25,6 +25,10 @@ const WHERE_EXISTS: &str = "-- coursed: where this table exists: ";
 /// search index of millions of rows takes minutes).
 const MIGRATION_WAIT: Duration = Duration::from_secs(600);
 /// Marks a file as a coursed database ("crsd").
+/// The size, in bytes, a WAL that grew beyond it is cut back to when it starts over: twice what
+/// it reaches between the writer's own checkpoints (see `checkpoint::WRITER_PAGES`), so that
+/// the steady state never truncates and extends the file again.
+pub const WAL_LIMIT: i64 = 64 << 20;
 pub const APPLICATION_ID: i64 = 0x6372_7364;
 
 /// Opens the read-write connection: settings, journal mode, migrations.
@@ -58,6 +62,10 @@ pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
     if !got.eq_ignore_ascii_case(mode) {
         return Err(format!("cannot open database {}: journal_mode {mode} refused ({got})", opts.path));
     }
+    // A reader that holds a snapshot for long (an export, say) keeps checkpoints from reaching
+    // the WAL's end, and the WAL grows meanwhile; SQLite reuses the file from its start later
+    // but never shrinks it unless told to. Cut it back when it starts over.
+    writer.pragma_update(None, "journal_size_limit", WAL_LIMIT).map_err(fail)?;
     migrate(&mut writer).map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
     writer.busy_timeout(opts.busy_timeout).map_err(fail)?;
     Ok(writer)
@@ -67,7 +75,7 @@ pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
 /// takes the file's write lock while holding a read lock, and SQLite then answers BUSY at once
 /// instead of waiting (two connections doing so at once would wait for each other forever), so
 /// the busy timeout does not cover it: replicas starting together on a new file did fail.
-fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>, wait: Duration) -> rusqlite::Result<T> {
+pub(super) fn retry_busy<T>(mut f: impl FnMut() -> rusqlite::Result<T>, wait: Duration) -> rusqlite::Result<T> {
     let deadline = std::time::Instant::now() + wait;
     let mut pause = Duration::from_millis(1);
     loop {
@@ -195,6 +203,31 @@ mod tests {
             )
             .unwrap();
         }
+    }
+
+    #[test]
+    fn a_wal_grown_behind_a_long_reader_is_cut_back_when_it_starts_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal.db");
+        let path = path.to_str().unwrap();
+        let writer = open_writer(path, &Options::new(path, Durability::Normal)).unwrap();
+        writer.execute_batch("CREATE TABLE blobs (b BLOB)").unwrap();
+        let reader = Connection::open(path).unwrap();
+        // The reader's snapshot keeps every later frame in the WAL.
+        reader.execute_batch("BEGIN; SELECT count(*) FROM blobs;").unwrap();
+        let blob = vec![7u8; 1 << 20];
+        for _ in 0..(WAL_LIMIT >> 20) + 8 {
+            writer.execute("INSERT INTO blobs (b) VALUES (?1)", [&blob]).unwrap();
+        }
+        let wal = format!("{path}-wal");
+        let grown = std::fs::metadata(&wal).unwrap().len();
+        assert!(grown > WAL_LIMIT as u64, "the WAL grew to {grown} bytes only");
+        reader.execute_batch("COMMIT").unwrap();
+        // Everything copied; the next write starts the WAL over, and cuts it back.
+        writer.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())).unwrap();
+        writer.execute_batch("DELETE FROM blobs").unwrap();
+        let cut = std::fs::metadata(&wal).unwrap().len();
+        assert!(cut <= WAL_LIMIT as u64, "the WAL stays at {cut} bytes");
     }
 
     fn sql_of(c: &Connection, table: &str) -> Option<String> {
