@@ -1,0 +1,141 @@
+//! The arguments of the commands other than `serve`: tokens, backups, bundles, copies and
+//! generated or loaded datasets.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::parse_duration;
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum TokenCommand {
+    /// Create a token and print it once on stdout (only a hash of it is kept).
+    Create(TokenCreateArgs),
+    /// Show every token: name, scope, creation, expiry and last use (never the token).
+    List(TokenListArgs),
+    /// Revoke a token: every server refuses it (401) from its next request on.
+    Revoke(TokenRevokeArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenCreateArgs {
+    /// The database: a SQLite file (created if missing) or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// A unique name for the token (1 to 64 letters, digits, '.', '_', '-', '@'); logs name it.
+    #[arg(long)]
+    pub name: String,
+    /// read: GET and HEAD only (writes get 403); write: everything the API offers; admin:
+    /// write, and what will need more later.
+    #[arg(long, default_value = "write")]
+    pub scope: crate::tokens::Scope,
+    /// How long the token is valid, e.g. 90d, 12h, 30m (default: until revoked).
+    #[arg(long, value_parser = parse_duration)]
+    pub expires: Option<std::time::Duration>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenListArgs {
+    /// The database: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TokenRevokeArgs {
+    /// The database: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The name of the token to revoke.
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BackupArgs {
+    /// The database to back up: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The backup file to write (SQLite). It is written under a temporary name beside it,
+    /// checked, and renamed when complete.
+    #[arg(long)]
+    pub output: PathBuf,
+    /// Replace --output if it exists (otherwise an existing file is refused).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ExportArgs {
+    /// The database to export: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The bundle file to write, or - for stdout.
+    #[arg(long)]
+    pub output: String,
+    /// Replace --output if it exists (otherwise an existing file is refused).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ImportArgs {
+    /// The database to fill: a SQLite file (created if missing) or a postgres:// URL. It must
+    /// hold no resources unless --merge is given.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The bundle to read, or - for stdin.
+    pub file: String,
+    /// Keep what the database holds: insert resources with new ids, update those whose id it
+    /// holds, delete nothing.
+    #[arg(long)]
+    pub merge: bool,
+    /// Check the whole bundle and print how many resources of each type would be inserted and
+    /// updated; write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CopyArgs {
+    /// The source: a SQLite file or a postgres:// URL.
+    #[arg(long)]
+    pub from: String,
+    /// The target: a SQLite file (created if missing) or a postgres:// URL; it must hold no
+    /// resources unless --replace is given.
+    #[arg(long)]
+    pub to: String,
+    /// Delete what the target holds first (in the same transaction as the copy).
+    #[arg(long)]
+    pub replace: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// The database to fill (a SQLite file or a postgres:// URL); it must hold no resources.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The dataset file (JSON).
+    pub file: PathBuf,
+    /// Also write module_ids.txt and subject_ids.txt (one id a line) into this folder.
+    #[arg(long)]
+    pub ids_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GenerateArgs {
+    /// The database to fill (a SQLite file or a postgres:// URL); it must hold no resources.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    #[arg(long, default_value_t = 100)]
+    pub modules: u64,
+    #[arg(long, default_value_t = 100)]
+    pub subjects_per_module: u64,
+    #[arg(long, default_value_t = 5)]
+    pub chapters_per_subject: u64,
+    /// The same seed and sizes give the same rows.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also write module_ids.txt and subject_ids.txt (one id a line) into this folder.
+    #[arg(long)]
+    pub ids_dir: Option<PathBuf>,
+}
