@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use super::tx::PgTx;
+use super::workers::Queue;
 use super::{run, Pool, Work};
 use crate::error::{Error, Result};
 use crate::store::tx::{guarded, Shared, Tx};
@@ -58,7 +59,7 @@ impl Batcher {
     /// Queues `job`; starts a leader when fewer than [`LEADERS`] run.
     pub fn submit(self: &Arc<Self>, engine: &Arc<Engine>, job: Box<dyn Job>) {
         let lead = {
-            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let mut state = self.lock();
             state.queue.push_back(job);
             let lead = state.leaders < LEADERS;
             if lead {
@@ -67,24 +68,65 @@ impl Batcher {
             lead
         };
         if lead {
-            let (batcher, leader) = (self.clone(), engine.clone());
-            engine.workers.submit(Box::new(move || batcher.lead(&leader)));
+            let mut leading = Leading { batcher: self.clone(), done: false };
+            let leader = engine.clone();
+            let job = Box::new(move || leading.batcher.clone().lead(&leader, &mut leading));
+            engine.workers.submit(job, Queue::Front);
         }
     }
 
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Runs groups until no write waits.
-    fn lead(&self, engine: &Engine) {
+    fn lead(&self, engine: &Engine, leading: &mut Leading) {
         loop {
             let group: Vec<Box<dyn Job>> = {
-                let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+                let mut state = self.lock();
                 if state.queue.is_empty() {
+                    // In the same lock as the look at the queue: a write queued after it
+                    // starts a leader of its own.
                     state.leaders -= 1;
+                    leading.done = true;
                     return;
                 }
                 let n = state.queue.len().min(MAX_GROUP);
                 state.queue.drain(..n).collect()
             };
             run_group(engine, group);
+        }
+    }
+}
+
+/// A leader's place among the [`LEADERS`], given back however the leader ends: when no write is
+/// left (`done`), or by this guard when it panicked or never ran (no thread came free in time).
+/// Writes that then have no leader left are answered 503 rather than left waiting.
+struct Leading {
+    batcher: Arc<Batcher>,
+    done: bool,
+}
+
+impl Drop for Leading {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let orphans = {
+            let mut state = self.batcher.lock();
+            state.leaders -= 1;
+            if state.leaders == 0 {
+                std::mem::take(&mut state.queue)
+            } else {
+                VecDeque::new()
+            }
+        };
+        if !orphans.is_empty() {
+            log::warn!("{} grouped writes lost their leader; answered as unavailable", orphans.len());
+        }
+        let e = Error::unavailable("PostgreSQL writes could not be run: no connection came free in time");
+        for job in orphans {
+            job.answer(Some(e.clone()));
         }
     }
 }

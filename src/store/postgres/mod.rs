@@ -39,6 +39,8 @@ pub use self::connect::redact;
 
 /// Connections per process; several replicas share the server's `max_connections`.
 const POOL: u32 = 16;
+/// How long work waits for a connection (or for a thread to run on) before it is answered 503.
+const WAIT: Duration = Duration::from_secs(3);
 /// Threads for blocking work: one per connection, and the group leaders' own.
 const WORKERS: usize = POOL as usize + batch::LEADERS;
 /// Attempts of one unit of work that meets conflicts or lost connections.
@@ -84,11 +86,11 @@ impl Postgres {
         let pool = r2d2::Pool::builder()
             .max_size(POOL)
             .min_idle(Some(1))
-            .connection_timeout(Duration::from_secs(3))
+            .connection_timeout(WAIT)
             .test_on_check_out(false)
             .build_unchecked(manager);
         log::info!("serving PostgreSQL database {name} (sslmode {:?})", manager_mode);
-        let engine = Arc::new(Engine { pool, shared, name, workers: workers::Workers::new(WORKERS) });
+        let engine = Arc::new(Engine { pool, shared, name, workers: workers::Workers::new(WORKERS, WAIT) });
         start_folding(Arc::downgrade(&engine));
         Ok(Postgres { engine: Some(engine), batcher: Arc::default() })
     }
@@ -135,8 +137,12 @@ impl Postgres {
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
         let engine = self.engine().clone();
+        let name = engine.name.clone();
         let running = self.engine().workers.run(move || run(&engine.pool, &engine.shared, &engine.name, work, &mut f));
-        running.await.unwrap_or_else(|| Err(Error::internal("PostgreSQL work panicked")))
+        // Not run: every connection stayed busy for as long as work may wait.
+        running.await.unwrap_or_else(|| {
+            Err(Error::unavailable(format!("no connection to PostgreSQL at {name} came free in time")))
+        })
     }
 }
 

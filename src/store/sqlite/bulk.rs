@@ -42,23 +42,33 @@ pub fn bulk<T>(path: &str, target: Target, f: impl FnOnce(&mut dyn Tx) -> Result
     let value = match outcome {
         Ok(v) if target.commit => v,
         outcome => {
-            let _ = conn.execute_batch("ROLLBACK; PRAGMA journal_mode = WAL;");
+            let _ = conn.execute_batch("ROLLBACK");
+            back_to_wal(&conn, path);
             return outcome;
         }
     };
-    conn.execute_batch("COMMIT").map_err(|e| format!("loading {path} failed: {}", db_error(e)))?;
+    if let Err(e) = conn.execute_batch("COMMIT") {
+        let _ = conn.execute_batch("ROLLBACK");
+        back_to_wal(&conn, path);
+        return Err(format!("loading {path} failed: {}", db_error(e)));
+    }
     // The load is in: what follows only tidies up, and a failure is not the load's.
     if let Err(e) = conn.execute_batch("ANALYZE") {
         log::warn!("{path}: the planner's statistics were not refreshed after the load ({e})");
     }
-    // Back to WAL: a reader that opened the file meanwhile makes SQLite answer BUSY at once, so
-    // retry a while. Left in rollback-journal mode, the file is switched by the next server.
-    let wal = super::open::retry_busy(
-        || conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0)),
-        BUSY,
-    );
-    if let Err(e) = wal {
-        log::warn!("{path} stays in rollback-journal mode until a server opens it ({e})");
-    }
+    back_to_wal(&conn, path);
     Ok(value)
+}
+
+/// Switches the file back to WAL after a load. A reader that opened the file meanwhile makes
+/// SQLite answer BUSY at once, so this retries for a while; left in rollback-journal mode, the
+/// file is switched by the next server that opens it.
+fn back_to_wal(conn: &Connection, path: &str) {
+    let _ = conn.busy_timeout(Duration::from_millis(100));
+    let switch = || conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get::<_, String>(0));
+    match super::open::retry_busy(switch, Duration::from_secs(5)) {
+        Ok(mode) if mode.eq_ignore_ascii_case("wal") => {}
+        Ok(mode) => log::warn!("{path} stays in journal mode {mode} until a server opens it"),
+        Err(e) => log::warn!("{path} stays in rollback-journal mode until a server opens it ({e})"),
+    }
 }
