@@ -98,12 +98,40 @@ pub fn render_tagged(
         let tag = etag::bytes(&body);
         return Ok((tag.clone(), (!names(if_none_match, &tag)).then_some(body)));
     }
+    if if_none_match.is_some() && tx.has_marks() {
+        // A revalidation: answered from the tag remembered for this document when nothing was
+        // committed since (one read of the snapshot's mark instead of the row).
+        return snapshot(tx, |tx| {
+            let Some(mark) = tx.mark()? else { return read_tagged(tx, base, url, &sel, id, if_none_match) };
+            let key = format!("{}\u{0}{}\u{0}{id}\u{0}{}", base.as_str(), rt.name, url.query.as_deref().unwrap_or(""));
+            if let Some(tag) = tx.tags().get(&key, mark).filter(|tag| names(if_none_match, tag)) {
+                return Ok((tag, None));
+            }
+            let shown = read_tagged(tx, base, url, &sel, id, if_none_match)?;
+            tx.tags().put(key, shown.0.clone(), mark);
+            Ok(shown)
+        });
+    }
+    read_tagged(tx, base, url, &sel, id, if_none_match)
+}
+
+/// The tag of resource `id` read with `sel` (no `include`), and its document unless
+/// `if_none_match` names that tag.
+fn read_tagged(
+    tx: &mut dyn Tx,
+    base: &Base,
+    url: &RequestUrl,
+    sel: &Selection,
+    id: &str,
+    if_none_match: Option<&str>,
+) -> Result<(String, Option<Vec<u8>>)> {
+    let rt = sel.rt;
     let mut shown = None;
-    get_with(tx, &sel, id, |row| {
-        let row = ReadOnce::of(row, &sel);
-        let tag = etag::resource(base, url.query.as_deref(), &sel, &row);
+    get_with(tx, sel, id, |row| {
+        let row = ReadOnce::of(row, sel);
+        let tag = etag::resource(base, url.query.as_deref(), sel, &row);
         let body =
-            (!names(if_none_match, &tag)).then(|| response::resource(base, url, &sel, Some(&row), &Included::new()));
+            (!names(if_none_match, &tag)).then(|| response::resource(base, url, sel, Some(&row), &Included::new()));
         shown = Some((tag, body));
     })?;
     shown.ok_or_else(|| select::not_found(rt, id))

@@ -131,7 +131,7 @@ impl Db {
     /// it off the async threads.
     pub fn open(opts: &Options) -> std::result::Result<Db, String> {
         let statements = opts.count_statements.then(|| std::sync::atomic::AtomicU64::new(0));
-        let shared = Arc::new(Shared { pages: PageIndex::default(), statements });
+        let shared = Arc::new(Shared { pages: PageIndex::default(), tags: Default::default(), statements });
         let engine = if opts.is_postgres() {
             Engine::Postgres(postgres::Postgres::open(opts, shared.clone())?)
         } else {

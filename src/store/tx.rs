@@ -139,6 +139,50 @@ pub trait Tx {
     fn end_snapshot(&mut self) -> Result<(), DbError>;
     /// Where the pages of each table start (see the `paging` module).
     fn pages(&self) -> &PageIndex;
+    /// The tags of revalidated documents, shared by the database's connections.
+    fn tags(&self) -> &Tags;
+    /// Inside a read snapshot: a mark of the database's state that any commit (by any
+    /// connection or process) changes, so that what was read under an equal mark is still
+    /// current. `None` where the engine has no cheap one (PostgreSQL).
+    fn mark(&mut self) -> Result<Option<Mark>, DbError> {
+        Ok(None)
+    }
+    /// Whether [`Tx::mark`] can give marks (worth a snapshot of its own).
+    fn has_marks(&self) -> bool {
+        false
+    }
+}
+
+/// See [`Tx::mark`]: on SQLite, the header of the WAL index the snapshot reads (its frame count,
+/// salts and checksums).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Mark(pub [u8; 48]);
+
+/// The tags of resource documents last revalidated, each with the mark of the state it was
+/// computed in: a conditional `GET` whose mark is unchanged answers 304 without reading the
+/// row. Bounded: emptied when full.
+#[derive(Default)]
+pub struct Tags {
+    map: std::sync::Mutex<std::collections::HashMap<String, (String, Mark)>>,
+}
+
+impl Tags {
+    /// Entries kept at most (about 250 bytes each).
+    const MAX: usize = 16_384;
+
+    /// The tag remembered for `key`, if it was computed under `mark`.
+    pub fn get(&self, key: &str, mark: Mark) -> Option<String> {
+        let map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(key).filter(|(_, at)| *at == mark).map(|(tag, _)| tag.clone())
+    }
+
+    pub fn put(&self, key: String, tag: String, mark: Mark) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= Self::MAX && !map.contains_key(&key) {
+            map.clear();
+        }
+        map.insert(key, (tag, mark));
+    }
 }
 
 impl dyn Tx + '_ {
@@ -187,6 +231,8 @@ pub fn guarded<T>(f: impl FnOnce() -> crate::error::Result<T>) -> crate::error::
 #[derive(Default)]
 pub struct Shared {
     pub pages: PageIndex,
+    /// Tags of revalidated documents (see [`Tags`]).
+    pub tags: Tags,
     pub statements: Option<std::sync::atomic::AtomicU64>,
 }
 

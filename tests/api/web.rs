@@ -400,3 +400,35 @@ async fn options_on_what_does_not_exist_is_404_with_or_without_a_token() {
         t.send(t.req("OPTIONS", &path)).await.assert_problem(404);
     }
 }
+
+/// On SQLite a revalidation is answered from the tag remembered with the state it was computed
+/// in, without reading the row; any commit moves that state, whoever makes it: the API, or
+/// another program writing the file (the `sqlite3` shell, say).
+#[tokio::test]
+async fn remembered_tags_follow_every_commit_even_of_other_programs() {
+    let t = TestApp::new().await;
+    let s = t.subject("S", None).await;
+    let path = format!("/v1/subjects/{s}");
+    let tag = tag_of(&t, &path).await;
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let before = t.statements();
+        assert_eq!(get_if_none_match(&t, &path, &tag).await.0, 304);
+        runs.push(t.statements() - before);
+    }
+    assert!(runs[1] < runs[0], "the second revalidation read the row again: {runs:?} statements");
+
+    let other = rusqlite::Connection::open(&t.database).unwrap();
+    other.execute("UPDATE subjects SET title = 'Changed', title_words = 'changed' WHERE id = ?1", [&s]).unwrap();
+    drop(other);
+    let (status, _, body) = get_if_none_match(&t, &path, &tag).await;
+    assert_eq!(status, 200, "a write by another program must not be answered 304");
+    assert!(String::from_utf8_lossy(&body).contains("Changed"));
+
+    let changed = tag_of(&t, &path).await;
+    assert_ne!(changed, tag);
+    assert_eq!(get_if_none_match(&t, &path, &changed).await.0, 304);
+    let patch = json!({"data": {"type": "subjects", "id": s, "attributes": {"title": "Again"}}});
+    t.write("PATCH", &path, patch).await.assert_status(200);
+    assert_eq!(get_if_none_match(&t, &path, &changed).await.0, 200);
+}

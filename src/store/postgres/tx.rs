@@ -12,7 +12,7 @@ use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use super::client::PgConn;
 use crate::store::dialect::{numbered, Dialect};
 use crate::store::paging::PageIndex;
-use crate::store::tx::{Cell, DbError, Row, Shared, Tx, Value};
+use crate::store::tx::{Cell, DbError, Row, Shared, Tags, Tx, Value};
 
 /// A connection in one unit of work.
 pub struct PgTx<'c> {
@@ -132,6 +132,10 @@ impl Tx for PgTx<'_> {
 
     fn pages(&self) -> &PageIndex {
         &self.shared.pages
+    }
+
+    fn tags(&self) -> &Tags {
+        &self.shared.tags
     }
 }
 

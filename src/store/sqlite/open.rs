@@ -67,6 +67,14 @@ pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
     // but never shrinks it unless told to. Cut it back when it starts over.
     writer.pragma_update(None, "journal_size_limit", WAL_LIMIT).map_err(fail)?;
     migrate(&mut writer).map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
+    if mode == "WAL" {
+        // One commit in the WAL from the start (the schema version written again, unchanged):
+        // a snapshot's mark is taken from the WAL's header, which SQLite gives only once the
+        // WAL holds a commit (see `Tx::mark`); until the first write, revalidations would
+        // read their rows.
+        let version: i64 = writer.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(fail)?;
+        writer.pragma_update(None, "user_version", version).map_err(fail)?;
+    }
     writer.busy_timeout(opts.busy_timeout).map_err(fail)?;
     Ok(writer)
 }

@@ -2,11 +2,11 @@
 //! read in place, errors sorted into the kinds the API answers differently.
 
 use rusqlite::types::{ToSqlOutput, ValueRef};
-use rusqlite::{params_from_iter, Connection, ToSql};
+use rusqlite::{ffi, params_from_iter, Connection, ToSql};
 
 use crate::store::dialect::Dialect;
 use crate::store::paging::PageIndex;
-use crate::store::tx::{Cell, DbError, Row, Shared, Tx, Value};
+use crate::store::tx::{Cell, DbError, Mark, Row, Shared, Tags, Tx, Value};
 
 /// A connection in one unit of work.
 pub struct SqliteTx<'c> {
@@ -52,8 +52,35 @@ impl Tx for SqliteTx<'_> {
         self.run("COMMIT")
     }
 
+    fn has_marks(&self) -> bool {
+        true
+    }
+
+    fn mark(&mut self) -> Result<Option<Mark>, DbError> {
+        // Opens the snapshot's read of the database (a `BEGIN` alone reads nothing yet).
+        self.query("PRAGMA schema_version", &[], &mut |_| {})?;
+        let mut snapshot: *mut ffi::sqlite3_snapshot = std::ptr::null_mut();
+        // SAFETY: a plain call on this open connection; `snapshot` is freed below.
+        let rc = unsafe { ffi::sqlite3_snapshot_get(self.conn.handle(), c"main".as_ptr(), &mut snapshot) };
+        if rc != ffi::SQLITE_OK || snapshot.is_null() {
+            // Not in WAL mode (a `:memory:` database), say: no mark, the row is read.
+            return Ok(None);
+        }
+        // SAFETY: `snapshot` is a valid `sqlite3_snapshot`, 48 bytes, freed right after.
+        let mark = unsafe {
+            let mark = Mark((*snapshot).hidden);
+            ffi::sqlite3_snapshot_free(snapshot);
+            mark
+        };
+        Ok(Some(mark))
+    }
+
     fn pages(&self) -> &PageIndex {
         &self.shared.pages
+    }
+
+    fn tags(&self) -> &Tags {
+        &self.shared.tags
     }
 }
 
