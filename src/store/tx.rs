@@ -169,6 +169,8 @@ pub struct Tags {
 impl Tags {
     /// Entries kept at most (about 250 bytes each).
     const MAX: usize = 16_384;
+    /// The longest key remembered, in bytes.
+    const MAX_KEY: usize = 512;
 
     /// The tag remembered for `key`, if it was computed under `mark`.
     pub fn get(&self, key: &str, mark: Mark) -> Option<String> {
@@ -177,6 +179,10 @@ impl Tags {
     }
 
     pub fn put(&self, key: String, tag: String, mark: Mark) {
+        // A long query string (a URI may be tens of KiB) is not worth the memory.
+        if key.len() > Self::MAX_KEY {
+            return;
+        }
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= Self::MAX && !map.contains_key(&key) {
             map.clear();

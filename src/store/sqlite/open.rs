@@ -72,8 +72,13 @@ pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
         // a snapshot's mark is taken from the WAL's header, which SQLite gives only once the
         // WAL holds a commit (see `Tx::mark`); until the first write, revalidations would
         // read their rows.
-        let version: i64 = writer.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(fail)?;
-        writer.pragma_update(None, "user_version", version).map_err(fail)?;
+        // Read and written under the write lock: a newer coursed migrating meanwhile is not undone.
+        writer.execute_batch("BEGIN IMMEDIATE").map_err(fail)?;
+        let rewritten = writer
+            .query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0))
+            .and_then(|version| writer.pragma_update(None, "user_version", version));
+        let ended = writer.execute_batch(if rewritten.is_ok() { "COMMIT" } else { "ROLLBACK" });
+        rewritten.and(ended).map_err(fail)?;
     }
     writer.busy_timeout(opts.busy_timeout).map_err(fail)?;
     Ok(writer)
