@@ -57,8 +57,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn mark(&mut self) -> Result<Option<Mark>, DbError> {
-        // Opens the snapshot's read of the database (a `BEGIN` alone reads nothing yet).
-        self.query("PRAGMA schema_version", &[], &mut |_| {})?;
+        // `sqlite3_snapshot_get` opens the snapshot's read of the database itself.
         let mut snapshot: *mut ffi::sqlite3_snapshot = std::ptr::null_mut();
         // SAFETY: a plain call on this open connection; `snapshot` is freed below.
         let rc = unsafe { ffi::sqlite3_snapshot_get(self.conn.handle(), c"main".as_ptr(), &mut snapshot) };
