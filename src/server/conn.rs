@@ -2,19 +2,13 @@
 //! deadlines that follow (a request head, an idle keep-alive, a response the client stopped
 //! reading), checked by a timer in the connection's own task.
 
-use std::future::Future;
-use std::io;
-use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use hyper_util::server::graceful::GracefulConnection;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{watch, Notify};
-use warp::http::{Request, Version};
+use warp::http::Version;
 
 use super::Limits;
 
@@ -82,13 +76,18 @@ impl Watch {
         }
     }
 
-    fn read(&self) {
+    pub(super) fn read(&self) {
         if self.head_since.load(Relaxed) == 0 && !self.is_busy() && !self.h2.load(Relaxed) {
             self.head_since.store(now() + 1, Relaxed);
         }
     }
 
-    fn begin(&self, version: Version) {
+    /// A write to the socket that sent bytes.
+    pub(super) fn wrote(&self) {
+        self.writes.fetch_add(1, Relaxed);
+    }
+
+    pub(super) fn begin(&self, version: Version) {
         self.busy.fetch_add(1, Relaxed);
         self.head_since.store(0, Relaxed);
         self.asked.store(true, Relaxed);
@@ -97,7 +96,7 @@ impl Watch {
         }
     }
 
-    fn end(&self) {
+    pub(super) fn end(&self) {
         if self.busy.fetch_sub(1, Relaxed) == 1 {
             self.idle_since.store(now(), Relaxed);
             self.room.request_ended();
@@ -201,123 +200,5 @@ where
             closing = true;
             timer.as_mut().reset(tokio::time::Instant::now() + Duration::from_secs(1));
         }
-    }
-}
-
-/// The connection's socket, its reads and writes reported to its [`Watch`].
-pub struct Watched<T> {
-    io: T,
-    watch: Arc<Watch>,
-}
-
-impl<T> Watched<T> {
-    pub fn new(io: T, watch: Arc<Watch>) -> Watched<T> {
-        Watched { io, watch }
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.watch.read();
-        }
-        polled
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.io).poll_write(cx, buf);
-        self.wrote(&polled);
-        polled
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
-        self.wrote(&polled);
-        polled
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.io.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.io).poll_shutdown(cx)
-    }
-}
-
-impl<T> Watched<T> {
-    fn wrote(&self, polled: &Poll<io::Result<usize>>) {
-        if matches!(polled, Poll::Ready(Ok(n)) if *n > 0) {
-            self.watch.writes.fetch_add(1, Relaxed);
-        }
-    }
-}
-
-/// A service whose requests are counted as in flight from their call until their handler's
-/// future is done (or dropped).
-#[derive(Clone)]
-pub struct Tracked<S> {
-    inner: S,
-    watch: Arc<Watch>,
-    /// The client's address, known to each request's handler (see [`crate::http::with_peer`]).
-    peer: SocketAddr,
-}
-
-impl<S> Tracked<S> {
-    pub fn new(inner: S, watch: Arc<Watch>, peer: SocketAddr) -> Tracked<S> {
-        Tracked { inner, watch, peer }
-    }
-}
-
-impl<S, B> warp::hyper::service::Service<Request<B>> for Tracked<S>
-where
-    S: warp::hyper::service::Service<Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = InFlight<S::Future>;
-
-    fn call(&self, req: Request<B>) -> Self::Future {
-        self.watch.begin(req.version());
-        let inner = crate::http::with_peer(self.peer, || self.inner.call(req));
-        InFlight { inner, peer: self.peer, _busy: Busy(self.watch.clone()) }
-    }
-}
-
-struct Busy(Arc<Watch>);
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.end();
-    }
-}
-
-pin_project_lite::pin_project! {
-    /// A request's handler, counted as in flight until it is dropped.
-    pub struct InFlight<F> {
-        #[pin]
-        inner: F,
-        peer: SocketAddr,
-        _busy: Busy,
-    }
-}
-
-impl<F: Future> Future for InFlight<F> {
-    type Output = F::Output;
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let this = self.project();
-        crate::http::with_peer(*this.peer, || this.inner.poll(cx))
     }
 }

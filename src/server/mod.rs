@@ -11,6 +11,7 @@
 //! room.
 
 mod conn;
+mod watched;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -24,7 +25,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::App;
-use conn::{Standing, Tracked, Watch, Watched};
+use conn::{Standing, Watch};
+use watched::{Tracked, Watched};
 
 /// How long clients may take, and how many may be connected at once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -216,12 +216,15 @@ impl dyn Tx + '_ {
     }
 }
 
-/// Runs several reads as one consistent snapshot.
+/// Runs several reads as one consistent snapshot. The snapshot ends however `f` ends, a panic
+/// included (which then goes on): a pooled connection must not go back to its pool still in
+/// the snapshot's transaction.
 pub fn snapshot<T>(tx: &mut dyn Tx, f: impl FnOnce(&mut dyn Tx) -> crate::error::Result<T>) -> crate::error::Result<T> {
+    use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
     tx.begin_snapshot()?;
-    let value = f(tx);
+    let value = catch_unwind(AssertUnwindSafe(|| f(&mut *tx)));
     let ended = tx.end_snapshot();
-    let value = value?;
+    let value = value.unwrap_or_else(|panic| resume_unwind(panic))?;
     ended?;
     Ok(value)
 }

@@ -88,21 +88,24 @@ impl Blocker {
                 other.execute_batch("BEGIN IMMEDIATE").unwrap();
                 Blocker::Sqlite(other)
             }
-            Engine::Postgres => {
-                let url = database.to_owned();
-                let (locked, wait) = std::sync::mpsc::channel();
-                let (release, released) = std::sync::mpsc::channel::<()>();
-                let holder = std::thread::spawn(move || {
-                    let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-                    c.batch_execute("BEGIN; LOCK TABLE modules, subjects, chapters IN EXCLUSIVE MODE").unwrap();
-                    locked.send(()).unwrap();
-                    let _ = released.recv();
-                    c.batch_execute("COMMIT").unwrap();
-                });
-                wait.recv().unwrap();
-                Blocker::Postgres(release, holder)
-            }
+            Engine::Postgres => Blocker::lock_postgres(database, "modules, subjects, chapters IN EXCLUSIVE MODE"),
         }
+    }
+
+    /// Takes `LOCK TABLE {what}` on the PostgreSQL database `url`, on another connection.
+    pub fn lock_postgres(url: &str, what: &str) -> Blocker {
+        let (url, lock) = (url.to_owned(), format!("BEGIN; LOCK TABLE {what}"));
+        let (locked, wait) = std::sync::mpsc::channel();
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            c.batch_execute(&lock).unwrap();
+            locked.send(()).unwrap();
+            let _ = released.recv();
+            c.batch_execute("COMMIT").unwrap();
+        });
+        wait.recv().unwrap();
+        Blocker::Postgres(release, holder)
     }
 
     pub fn release(self) {

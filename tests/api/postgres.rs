@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::helpers::{Engine, TestApp};
+use crate::helpers::{Blocker, Engine, TestApp};
 use crate::pg_cluster::{self, Private};
 use crate::process::{create_concurrently, Server, Starting};
 
@@ -197,4 +197,35 @@ fn a_bulk_load_that_deadlocks_with_a_request_takes_its_locks_again() {
     load.join().unwrap().expect("the load takes its locks again and succeeds");
     let loaded: i64 = watcher.query_one("SELECT count(*) FROM modules", &[]).unwrap().get(0);
     assert_eq!(loaded, 1);
+}
+
+#[tokio::test]
+async fn requests_beyond_every_connection_are_shed_with_503_once_they_waited_too_long() {
+    let Some(server) = pg_cluster::server() else { return };
+    let first = TestApp::open(Engine::Postgres, &server.fresh_database()).await.unwrap();
+    let m = first.module("Held").await;
+    // Long lock waits, so that the connections stay taken while the lock is held.
+    let t = first.replica(Duration::from_secs(20)).await;
+    // Reads of modules wait behind this lock, on every connection the engine has.
+    let held = Blocker::lock_postgres(&t.database, "modules IN ACCESS EXCLUSIVE MODE");
+    // Far more reads than the engine has connections (16) and threads (20).
+    const READS: usize = 60;
+    let started = Instant::now();
+    let reads = (0..READS).map(|_| t.send(t.req("GET", &format!("/v1/modules/{m}"))));
+    // Past the 3 s that work may wait for a thread, the lock goes.
+    let release_later = async {
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        tokio::task::spawn_blocking(move || held.release()).await.unwrap();
+    };
+    let (answers, ()) = tokio::join!(futures_util::future::join_all(reads), release_later);
+    assert!(started.elapsed() < Duration::from_secs(15), "bounded: {:?}", started.elapsed());
+    let served = answers.iter().filter(|r| r.status == 200).count();
+    for r in answers.iter().filter(|r| r.status != 200) {
+        r.assert_problem(503);
+        assert_eq!(r.header("retry-after"), Some("1"));
+    }
+    // The reads that held a connection finish once the lock goes; those that waited in the
+    // queue past their time are answered 503 unrun instead of being served late.
+    assert!((1..=20).contains(&served), "{served} of {READS} served; the rest should have been shed");
+    t.get(&format!("/v1/modules/{m}")).await.assert_status(200);
 }

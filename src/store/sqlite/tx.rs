@@ -154,4 +154,16 @@ mod tests {
         let e = db_error(c.execute("INSERT INTO t VALUES ('a')", []).unwrap_err());
         assert!(matches!(e, DbError::Unique { ref table, ref column } if table == "t" && column == "x"), "{e:?}");
     }
+
+    #[test]
+    fn a_panic_in_a_snapshot_ends_its_transaction() {
+        let c = Connection::open_in_memory().unwrap();
+        let shared = Shared::default();
+        let mut tx = SqliteTx { conn: &c, shared: &shared };
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::store::tx::snapshot(&mut tx, |_| -> crate::error::Result<()> { panic!("in the snapshot") })
+        }));
+        assert!(panicked.is_err(), "the panic goes on to the caller");
+        assert!(c.is_autocommit(), "the connection is left in the snapshot's transaction");
+    }
 }

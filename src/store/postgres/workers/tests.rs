@@ -1,0 +1,128 @@
+//! Tests of the engine's threads: the limit, a panic, queue order, late work, stopping.
+
+use super::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// Waits for `f`, failing the test instead of hanging.
+async fn within<F: std::future::Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(30), f).await.expect("the work did not finish")
+}
+
+/// A job that holds its thread until the returned sender is used (or dropped).
+fn holding(workers: &Workers) -> (mpsc::Sender<()>, mpsc::Receiver<()>) {
+    let (release, held) = mpsc::channel::<()>();
+    let (started, running) = mpsc::channel::<()>();
+    workers.submit(
+        Box::new(move || {
+            started.send(()).unwrap();
+            let _ = held.recv();
+        }),
+        Queue::Back,
+    );
+    (release, running)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_every_job_on_at_most_max_threads() {
+    let workers = Workers::new(3, LONG);
+    let threads = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut waits = Vec::new();
+    for i in 0..200 {
+        let (threads, done) = (threads.clone(), done.clone());
+        waits.push(workers.run(move || {
+            lock(&threads).insert(std::thread::current().id());
+            done.fetch_add(1, Ordering::SeqCst);
+            i * 2
+        }));
+    }
+    let results: Vec<_> = within(futures_util::future::join_all(waits)).await;
+    assert_eq!(results, (0..200).map(|i| Some(i * 2)).collect::<Vec<_>>());
+    assert_eq!(done.load(Ordering::SeqCst), 200);
+    assert!(lock(&threads).len() <= 3, "{} threads", lock(&threads).len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_thread_goes_on_after_a_job_panics() {
+    let workers = Workers::new(1, LONG);
+    let before = within(workers.run(|| std::thread::current().id())).await;
+    assert_eq!(within(workers.run(|| -> usize { panic!("the job's own") })).await, None);
+    let after = within(workers.run(|| std::thread::current().id())).await;
+    assert_eq!(before, after, "the one thread was replaced");
+    assert_eq!(lock(&workers.inner.state).threads, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_work_runs_when_a_thread_is_free_leaders_first() {
+    let workers = Workers::new(1, LONG);
+    let (release, running) = holding(&workers);
+    running.recv().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (o1, o2) = (order.clone(), order.clone());
+    let back = workers.run(move || lock(&o1).push("back"));
+    let (done, finished) = tokio::sync::oneshot::channel();
+    workers.submit(
+        Box::new(move || {
+            lock(&o2).push("front");
+            let _ = done.send(());
+        }),
+        Queue::Front,
+    );
+    assert_eq!(lock(&workers.inner.state).queue.len(), 2);
+    release.send(()).unwrap();
+    within(back).await.unwrap();
+    within(finished).await.unwrap();
+    assert_eq!(*lock(&order), ["front", "back"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn work_that_waited_too_long_is_dropped_unrun() {
+    let workers = Workers::new(1, Duration::ZERO);
+    let (release, running) = holding(&workers);
+    running.recv().unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let counted = ran.clone();
+    let late = workers.run(move || counted.fetch_add(1, Ordering::SeqCst));
+    release.send(()).unwrap();
+    assert_eq!(within(late).await, None);
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    // Once idle again, the thread takes work handed to it (never queued, so never late).
+    while lock(&workers.inner.state).idle.is_empty() {
+        std::thread::yield_now();
+    }
+    assert_eq!(within(workers.run(|| 5)).await, Some(5), "the thread goes on");
+}
+
+#[test]
+fn dropping_stops_the_threads_idle_and_busy() {
+    let workers = Workers::new(4, LONG);
+    let (release, running) = holding(&workers);
+    running.recv().unwrap();
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..3 {
+        let tx = tx.clone();
+        workers.submit(Box::new(move || tx.send(()).unwrap()), Queue::Back);
+    }
+    for _ in 0..3 {
+        rx.recv().unwrap();
+    }
+    // Every thread but the busy one parked, so that the drop must wake them.
+    let inner = workers.inner.clone();
+    while {
+        let state = lock(&inner.state);
+        state.idle.len() + 1 < state.threads
+    } {
+        std::thread::yield_now();
+    }
+    drop(workers);
+    release.send(()).unwrap();
+    let state = lock(&inner.state);
+    let (state, timeout) = inner
+        .gone
+        .wait_timeout_while(state, Duration::from_secs(10), |s| s.threads > 0)
+        .unwrap_or_else(|e| e.into_inner());
+    assert!(!timeout.timed_out(), "{} threads still running", state.threads);
+}
