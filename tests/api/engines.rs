@@ -94,15 +94,24 @@ impl Blocker {
 
     /// Takes `LOCK TABLE {what}` on the PostgreSQL database `url`, on another connection.
     pub fn lock_postgres(url: &str, what: &str) -> Blocker {
-        let (url, lock) = (url.to_owned(), format!("BEGIN; LOCK TABLE {what}"));
+        Blocker::hold_on_postgres(url, format!("BEGIN; LOCK TABLE {what}"))
+    }
+
+    /// Runs `take` on a connection of its own to the PostgreSQL database `url`, and keeps that
+    /// connection, with whatever `take` holds, until released (its transaction, if any, then
+    /// commits, and the connection closes).
+    pub fn hold_on_postgres(url: &str, take: String) -> Blocker {
+        let url = url.to_owned();
         let (locked, wait) = std::sync::mpsc::channel();
         let (release, released) = std::sync::mpsc::channel::<()>();
         let holder = std::thread::spawn(move || {
             let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-            c.batch_execute(&lock).unwrap();
+            c.batch_execute(&take).unwrap();
             locked.send(()).unwrap();
             let _ = released.recv();
-            c.batch_execute("COMMIT").unwrap();
+            if !c.is_closed() {
+                c.batch_execute("COMMIT").unwrap();
+            }
         });
         wait.recv().unwrap();
         Blocker::Postgres(release, holder)
@@ -115,6 +124,26 @@ impl Blocker {
                 release.send(()).unwrap();
                 holder.join().unwrap();
             }
+        }
+    }
+}
+
+/// A session-level advisory lock held on a connection of its own until dropped (then the
+/// connection closes, which releases it): keeps out whatever takes that lock, e.g. coursed's
+/// folding of search changes.
+pub struct AdvisoryLock(Option<Blocker>);
+
+impl AdvisoryLock {
+    /// Takes the lock `key` on the database at `url`; returns once it is held.
+    pub fn hold(url: &str, key: i64) -> AdvisoryLock {
+        AdvisoryLock(Some(Blocker::hold_on_postgres(url, format!("SELECT pg_advisory_lock({key})"))))
+    }
+}
+
+impl Drop for AdvisoryLock {
+    fn drop(&mut self) {
+        if let Some(held) = self.0.take() {
+            held.release();
         }
     }
 }

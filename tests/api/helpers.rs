@@ -17,6 +17,8 @@ pub use crate::engines::{Blocker, Engine};
 
 pub const TOKEN: &str = "test-token";
 pub const JSONAPI: &str = "application/vnd.api+json";
+/// The media type of an atomic operations request.
+pub const ATOMIC: &str = "application/vnd.api+json; ext=\"https://jsonapi.org/ext/atomic\"";
 
 /// One app over its own temporary database.
 pub struct TestApp {

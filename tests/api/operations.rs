@@ -4,9 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::helpers::{assert_valid_jsonapi, many, on_both, one, Resp, TestApp, JSONAPI};
-
-const ATOMIC: &str = "application/vnd.api+json; ext=\"https://jsonapi.org/ext/atomic\"";
+use crate::helpers::{assert_valid_jsonapi, many, on_both, one, Resp, TestApp, ATOMIC, JSONAPI};
 
 async fn atomic(t: &TestApp, ops: Value) -> Resp {
     atomic_as(t, ATOMIC, ops).await

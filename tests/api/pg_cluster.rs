@@ -324,37 +324,3 @@ fn a_private_cluster_with_ssl_accepts_tls() {
     let url = format!("{}?sslmode=disable", cluster.url());
     assert_eq!(sql(&url, "SHOW ssl").unwrap().as_deref(), Some("on"));
 }
-
-/// A session-level advisory lock held on a connection of its own until dropped (then the
-/// connection closes, which releases it): keeps out whatever takes that lock, e.g. coursed's
-/// folding of search changes.
-pub struct AdvisoryLock {
-    release: Option<std::sync::mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl AdvisoryLock {
-    /// Takes the lock `key` on the database at `url`; returns once it is held.
-    pub fn hold(url: &str, key: i64) -> AdvisoryLock {
-        let (locked, taken) = std::sync::mpsc::channel();
-        let (release, released) = std::sync::mpsc::channel::<()>();
-        let url = url.to_owned();
-        let thread = std::thread::spawn(move || {
-            let mut client = postgres::Client::connect(&url, postgres::NoTls).expect("connect to hold a lock");
-            client.execute("SELECT pg_advisory_lock($1)", &[&key]).expect("take the lock");
-            let _ = locked.send(());
-            let _ = released.recv();
-        });
-        taken.recv().expect("the lock was taken");
-        AdvisoryLock { release: Some(release), thread: Some(thread) }
-    }
-}
-
-impl Drop for AdvisoryLock {
-    fn drop(&mut self) {
-        drop(self.release.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
