@@ -65,17 +65,19 @@ pub fn negotiate(accept_encoding: &str) -> Option<Coding> {
     let (mut br, mut gzip, mut star) = (None, None, None);
     for item in accept_encoding.split(',') {
         let mut parts = item.split(';').map(str::trim);
-        let coding = parts.next().unwrap_or("").to_ascii_lowercase();
+        let coding = parts.next().unwrap_or("");
         let q = parts
             .filter_map(|p| p.split_once('=').filter(|(k, _)| k.trim().eq_ignore_ascii_case("q")))
             .map(|(_, v)| v.trim().parse::<f32>().unwrap_or(0.0))
             .next()
             .unwrap_or(1.0);
-        match coding.as_str() {
-            "br" => br = Some(q),
-            "gzip" | "x-gzip" => gzip = Some(q),
-            "*" => star = Some(q),
-            _ => {}
+        let is = |name: &str| coding.eq_ignore_ascii_case(name);
+        if is("br") {
+            br = Some(q);
+        } else if is("gzip") || is("x-gzip") {
+            gzip = Some(q);
+        } else if coding == "*" {
+            star = Some(q);
         }
     }
     let br = br.or(star).unwrap_or(0.0);

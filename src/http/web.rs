@@ -7,9 +7,7 @@ use std::sync::Arc;
 use std::future::Future as _;
 
 use http_body_util::BodyExt;
-use warp::http::header::{
-    HeaderValue, ACCEPT_ENCODING, ACCESS_CONTROL_REQUEST_METHOD, CONTENT_ENCODING, CONTENT_LENGTH, ETAG, ORIGIN, VARY,
-};
+use warp::http::header::{HeaderValue, CONTENT_ENCODING, CONTENT_LENGTH, ETAG, VARY};
 use warp::http::{HeaderMap, Method, StatusCode};
 use warp::reply::Response;
 use warp::Filter;
@@ -40,15 +38,66 @@ where
 {
     // A plain `map`: finishing never waits (the bodies are in memory, see `in_memory`), and an
     // async step here costs every request a future of its own.
-    warp::method()
-        .and(warp::header::headers_cloned())
-        .and(inner)
-        .map(move |method, headers, r| finish_one(&web, &method, &headers, r))
+    warp::method().and(asked()).and(inner).map(move |method, asked, r| finish_one(&web, &method, &asked, r))
 }
 
-fn finish_one(web: &Web, method: &Method, headers: &HeaderMap, mut r: Response) -> Response {
+/// What finishing a response needs of its request, read from the request's headers without
+/// copying them (a header whose value is not visible ASCII counts as absent).
+struct Asked {
+    /// The coding `Accept-Encoding` chooses.
+    coding: Option<Coding>,
+    origin: Option<HeaderValue>,
+    /// A preflight's `Access-Control-Request-Method` is present.
+    preflight: bool,
+}
+
+/// `Accept-Encoding`, negotiated as it is read.
+struct Accepted(Option<Coding>);
+
+impl std::str::FromStr for Accepted {
+    type Err = Infallible;
+    fn from_str(s: &str) -> Result<Self, Infallible> {
+        Ok(Accepted(compress::negotiate(s)))
+    }
+}
+
+struct Origin(HeaderValue);
+
+impl std::str::FromStr for Origin {
+    type Err = warp::http::header::InvalidHeaderValue;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        HeaderValue::from_str(s).map(Origin)
+    }
+}
+
+struct Present;
+
+impl std::str::FromStr for Present {
+    type Err = Infallible;
+    fn from_str(_: &str) -> Result<Self, Infallible> {
+        Ok(Present)
+    }
+}
+
+fn asked() -> impl Filter<Extract = (Asked,), Error = Infallible> + Clone {
+    fn header<T: std::str::FromStr + Send + 'static>(
+        name: &'static str,
+    ) -> impl Filter<Extract = (Option<T>,), Error = Infallible> + Clone {
+        warp::header::optional::<T>(name).or(warp::any().map(|| None)).unify()
+    }
+    header::<Accepted>("accept-encoding")
+        .and(header::<Origin>("origin"))
+        .and(header::<Present>("access-control-request-method"))
+        .map(|coding: Option<Accepted>, origin: Option<Origin>, preflight: Option<Present>| Asked {
+            coding: coding.and_then(|c| c.0),
+            origin: origin.map(|o| o.0),
+            preflight: preflight.is_some(),
+        })
+}
+
+fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Response {
     if web.compression {
-        r = compress(headers, r);
+        r = compress(asked.coding, r);
     }
     if *method == Method::HEAD {
         // The headers of the GET, its length included; no body.
@@ -58,13 +107,13 @@ fn finish_one(web: &Web, method: &Method, headers: &HeaderMap, mut r: Response) 
             r.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(n));
         }
     }
-    let preflight = *method == Method::OPTIONS && headers.contains_key(ACCESS_CONTROL_REQUEST_METHOD);
-    web.cors.apply(headers.get(ORIGIN), preflight, &mut r);
+    let preflight = *method == Method::OPTIONS && asked.preflight;
+    web.cors.apply(asked.origin.as_ref(), preflight, &mut r);
     r
 }
 
 /// `r` compressed with the coding `Accept-Encoding` prefers, when its body is large enough.
-fn compress(headers: &HeaderMap, r: Response) -> Response {
+fn compress(coding: Option<Coding>, r: Response) -> Response {
     let size = http_body::Body::size_hint(r.body()).exact().unwrap_or(0);
     let has_body = !matches!(r.status(), StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
     if size < compress::MIN_SIZE as u64 || !has_body || r.headers().contains_key(CONTENT_ENCODING) {
@@ -72,7 +121,6 @@ fn compress(headers: &HeaderMap, r: Response) -> Response {
     }
     let (mut parts, body) = r.into_parts();
     parts.headers.append(VARY, HeaderValue::from_static("Accept-Encoding"));
-    let coding = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
     let Some(coding) = coding else { return Response::from_parts(parts, body) };
     let Some(bytes) = in_memory(body) else {
         return error_reply(&Error::internal("a response body was not in memory"));

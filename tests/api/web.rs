@@ -96,9 +96,13 @@ async fn responses_to_a_configured_origin_carry_cors_headers_errors_included() {
         assert!(exposed.contains("Location") && exposed.contains("ETag"), "{exposed}");
         assert_eq!(header(&h, "access-control-allow-credentials"), None);
     }
-    let (_, h, _) = t.exchange(t.req("GET", "/v1/modules").header("origin", "https://other.example")).await;
-    assert_eq!(header(&h, "access-control-allow-origin"), None);
-    assert!(vary(&h).contains("Origin"));
+    let odd = warp::http::HeaderValue::from_bytes("https://app.school.example\u{e9}".as_bytes()).unwrap();
+    for origin in [warp::http::HeaderValue::from_static("https://other.example"), odd] {
+        let (status, h, _) = t.exchange(t.req("GET", "/v1/modules").header("origin", origin)).await;
+        assert_eq!(status, 200);
+        assert_eq!(header(&h, "access-control-allow-origin"), None);
+        assert!(vary(&h).contains("Origin"));
+    }
     // Without --cors-origin nothing changes.
     let plain = TestApp::new().await;
     let (_, h, _) = plain.exchange(plain.req("GET", "/v1/modules").header("origin", SITE)).await;
@@ -182,8 +186,12 @@ async fn large_bodies_are_compressed_as_the_client_accepts() {
         ("br;q=0.2, gzip;q=0.9", Some("gzip")),
         ("identity", None),
         ("br;q=0, gzip;q=0", None),
+        ("GZIP;Q=1, Br;q=0.1", Some("gzip")),
+        // Not visible ASCII: as if absent, and the request is still served.
+        ("gzip, \u{e9}", None),
     ] {
-        let (status, h, body) = t.exchange(t.req("GET", "/v1/subjects").header("accept-encoding", accept)).await;
+        let accept_value = warp::http::HeaderValue::from_bytes(accept.as_bytes()).unwrap();
+        let (status, h, body) = t.exchange(t.req("GET", "/v1/subjects").header("accept-encoding", accept_value)).await;
         assert_eq!(status, 200);
         assert_eq!(header(&h, "content-encoding"), coding, "{accept}");
         assert_eq!(decode(coding, &body), plain.to_vec(), "{accept}");
