@@ -68,7 +68,9 @@ pub fn negotiate(accept_encoding: &str) -> Option<Coding> {
         let coding = parts.next().unwrap_or("");
         let q = parts
             .filter_map(|p| p.split_once('=').filter(|(k, _)| k.trim().eq_ignore_ascii_case("q")))
-            .map(|(_, v)| v.trim().parse::<f32>().unwrap_or(0.0))
+            // A q-value is 0 to 1 (RFC 9110, 12.4.2); anything else (`NaN`, `inf`, `2`) counts
+            // as a refusal rather than a preference.
+            .map(|(_, v)| v.trim().parse::<f32>().ok().filter(|q| (0.0..=1.0).contains(q)).unwrap_or(0.0))
             .next()
             .unwrap_or(1.0);
         let is = |name: &str| coding.eq_ignore_ascii_case(name);
@@ -98,6 +100,11 @@ mod tests {
         assert_eq!(negotiate("br, gzip;q=0.9"), Some(Coding::Brotli));
         assert_eq!(negotiate("br"), Some(Coding::Brotli));
         assert_eq!(negotiate("gzip"), Some(Coding::Gzip));
+        // Not q-values: refusals, never a preference for what the client did not ask for.
+        assert_eq!(negotiate("gzip;q=NaN, br;q=0"), None);
+        assert_eq!(negotiate("gzip;q=nan"), None);
+        assert_eq!(negotiate("br;q=inf, gzip;q=0.5"), Some(Coding::Gzip));
+        assert_eq!(negotiate("br;q=2, gzip;q=0.1"), Some(Coding::Gzip));
         assert_eq!(negotiate("br;q=0.5, gzip;q=0.8"), Some(Coding::Gzip));
         assert_eq!(negotiate("br;q=0, gzip;q=0"), None);
         assert_eq!(negotiate("identity"), None);

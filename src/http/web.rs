@@ -41,63 +41,31 @@ where
     warp::method().and(asked()).and(inner).map(move |method, asked, r| finish_one(&web, &method, &asked, r))
 }
 
-/// What finishing a response needs of its request, read from the request's headers without
-/// copying them (a header whose value is not visible ASCII counts as absent).
+/// What finishing a response needs of its request: three of its headers, each taken as it
+/// came (a reference-counted handle on the bytes hyper parsed, not a copy).
 struct Asked {
-    /// The coding `Accept-Encoding` chooses.
-    coding: Option<Coding>,
+    accept_encoding: Option<HeaderValue>,
     origin: Option<HeaderValue>,
-    /// A preflight's `Access-Control-Request-Method` is present.
+    /// A preflight's `Access-Control-Request-Method` is present (whatever its value).
     preflight: bool,
 }
 
-/// `Accept-Encoding`, negotiated as it is read.
-struct Accepted(Option<Coding>);
-
-impl std::str::FromStr for Accepted {
-    type Err = Infallible;
-    fn from_str(s: &str) -> Result<Self, Infallible> {
-        Ok(Accepted(compress::negotiate(s)))
-    }
-}
-
-struct Origin(HeaderValue);
-
-impl std::str::FromStr for Origin {
-    type Err = warp::http::header::InvalidHeaderValue;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        HeaderValue::from_str(s).map(Origin)
-    }
-}
-
-struct Present;
-
-impl std::str::FromStr for Present {
-    type Err = Infallible;
-    fn from_str(_: &str) -> Result<Self, Infallible> {
-        Ok(Present)
-    }
-}
-
 fn asked() -> impl Filter<Extract = (Asked,), Error = Infallible> + Clone {
-    fn header<T: std::str::FromStr + Send + 'static>(
-        name: &'static str,
-    ) -> impl Filter<Extract = (Option<T>,), Error = Infallible> + Clone {
-        warp::header::optional::<T>(name).or(warp::any().map(|| None)).unify()
+    fn header(name: &'static str) -> impl Filter<Extract = (Option<HeaderValue>,), Error = Infallible> + Clone {
+        warp::header::value(name).map(Some).or(warp::any().map(|| None)).unify()
     }
-    header::<Accepted>("accept-encoding")
-        .and(header::<Origin>("origin"))
-        .and(header::<Present>("access-control-request-method"))
-        .map(|coding: Option<Accepted>, origin: Option<Origin>, preflight: Option<Present>| Asked {
-            coding: coding.and_then(|c| c.0),
-            origin: origin.map(|o| o.0),
-            preflight: preflight.is_some(),
-        })
+    header("accept-encoding").and(header("origin")).and(header("access-control-request-method")).map(
+        |accept_encoding, origin, method: Option<HeaderValue>| Asked {
+            accept_encoding,
+            origin,
+            preflight: method.is_some(),
+        },
+    )
 }
 
 fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Response {
     if web.compression {
-        r = compress(asked.coding, r);
+        r = compress(asked.accept_encoding.as_ref(), r);
     }
     if *method == Method::HEAD {
         // The headers of the GET, its length included; no body.
@@ -113,7 +81,9 @@ fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Res
 }
 
 /// `r` compressed with the coding `Accept-Encoding` prefers, when its body is large enough.
-fn compress(coding: Option<Coding>, r: Response) -> Response {
+/// `r` compressed in the coding `accept_encoding` chooses (a value that is not visible ASCII
+/// chooses none), when its body is worth it.
+fn compress(accept_encoding: Option<&HeaderValue>, r: Response) -> Response {
     let size = http_body::Body::size_hint(r.body()).exact().unwrap_or(0);
     let has_body = !matches!(r.status(), StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
     if size < compress::MIN_SIZE as u64 || !has_body || r.headers().contains_key(CONTENT_ENCODING) {
@@ -121,6 +91,7 @@ fn compress(coding: Option<Coding>, r: Response) -> Response {
     }
     let (mut parts, body) = r.into_parts();
     parts.headers.append(VARY, HeaderValue::from_static("Accept-Encoding"));
+    let coding = accept_encoding.and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
     let Some(coding) = coding else { return Response::from_parts(parts, body) };
     let Some(bytes) = in_memory(body) else {
         return error_reply(&Error::internal("a response body was not in memory"));

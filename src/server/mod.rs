@@ -1,5 +1,5 @@
 //! The accept loop: connections up to a cap, each watched for slow and idle clients (see
-//! [`conn`]), and a graceful stop.
+//! [`conn`] and [`watched`]), and a graceful stop.
 //!
 //! At the cap, a new connection makes room by closing a connection that serves no request:
 //! first one that has not completed a request head 20 ms after it opened (the one connected

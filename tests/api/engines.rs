@@ -104,12 +104,13 @@ impl Blocker {
         let url = url.to_owned();
         let (locked, wait) = std::sync::mpsc::channel();
         let (release, released) = std::sync::mpsc::channel::<()>();
+        let in_transaction = take.trim_start().to_ascii_uppercase().starts_with("BEGIN");
         let holder = std::thread::spawn(move || {
             let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
             c.batch_execute(&take).unwrap();
             locked.send(()).unwrap();
             let _ = released.recv();
-            if !c.is_closed() {
+            if in_transaction && !c.is_closed() {
                 c.batch_execute("COMMIT").unwrap();
             }
         });
@@ -141,9 +142,11 @@ impl AdvisoryLock {
 }
 
 impl Drop for AdvisoryLock {
+    /// Quietly: a panic here while a failed assertion unwinds would abort the whole binary.
     fn drop(&mut self) {
-        if let Some(held) = self.0.take() {
-            held.release();
+        if let Some(Blocker::Postgres(release, holder)) = self.0.take() {
+            let _ = release.send(());
+            let _ = holder.join();
         }
     }
 }

@@ -226,6 +226,6 @@ async fn requests_beyond_every_connection_are_shed_with_503_once_they_waited_too
     }
     // The reads that held a connection finish once the lock goes; those that waited in the
     // queue past their time are answered 503 unrun instead of being served late.
-    assert!((1..=20).contains(&served), "{served} of {READS} served; the rest should have been shed");
+    assert!((10..=20).contains(&served), "{served} of {READS} served; the rest should have been shed");
     t.get(&format!("/v1/modules/{m}")).await.assert_status(200);
 }

@@ -60,6 +60,13 @@ async fn a_preflight_from_a_configured_origin_is_answered_without_a_token() {
         assert!(header(&h, "access-control-max-age").unwrap().parse::<u32>().unwrap() > 0);
         assert_eq!(header(&h, "access-control-allow-credentials"), None);
     }
+    // A preflight is known by its Access-Control-Request-Method being there, whatever its value.
+    let odd = warp::http::HeaderValue::from_bytes("PATCH\u{e9}".as_bytes()).unwrap();
+    let mut req = preflight(&format!("/v1/subjects/{s}"), SITE, "PATCH");
+    req = req.header("access-control-request-method", odd);
+    let (status, h, _) = t.exchange(req).await;
+    assert_eq!(status, 204);
+    assert_eq!(header(&h, "access-control-allow-methods"), Some("GET, PATCH, DELETE, HEAD, OPTIONS"));
     // Another origin gets no permission, only what any OPTIONS gets.
     let (status, h, _) = t.exchange(preflight("/v1/subjects", "https://evil.example", "POST")).await;
     assert_eq!(status, 204);
