@@ -7,6 +7,7 @@ mod collections;
 mod conditional;
 mod connections;
 mod copy;
+mod differential;
 mod engines;
 mod errors;
 mod helpers;
