@@ -44,6 +44,23 @@ pub fn dataset_file(dir: &std::path::Path) -> std::path::PathBuf {
     file
 }
 
+/// [`dataset`] loaded into a new SQLite file in `dir` and copied into a fresh PostgreSQL
+/// database: an app on each; `None` without a PostgreSQL server.
+pub async fn catalogue_on_both_engines(dir: &std::path::Path) -> Option<(TestApp, TestApp)> {
+    crate::pg_cluster::server()?;
+    let file = dataset_file(dir);
+    let sqlite = dir.join("a.db").to_str().unwrap().to_owned();
+    let pg = Engine::Postgres.fresh_database(dir);
+    let (s, p) = (sqlite.clone(), pg.clone());
+    tokio::task::spawn_blocking(move || {
+        coursed::dataset::load(&s, &file, None).unwrap();
+        coursed::dataset::copy(&s, &p, false).unwrap();
+    })
+    .await
+    .unwrap();
+    Some((TestApp::open(Engine::Sqlite, &sqlite).await.unwrap(), TestApp::open(Engine::Postgres, &pg).await.unwrap()))
+}
+
 const PATHS: &[&str] = &[
     "/v1/modules?sort=title",
     "/v1/modules?sort=-title",

@@ -7,9 +7,6 @@
 
 use coursed::resources::{ResourceType, TYPES};
 
-use crate::copy::dataset_file;
-use crate::helpers::{Engine, TestApp};
-
 /// A small xorshift generator: the same paths on every run.
 struct Draw(u64);
 
@@ -171,22 +168,8 @@ fn path(d: &mut Draw) -> String {
 
 #[tokio::test]
 async fn random_reads_get_the_same_bytes_on_sqlite_and_on_postgres() {
-    if crate::pg_cluster::server().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
-    let file = dataset_file(dir.path());
-    let sqlite = dir.path().join("a.db").to_str().unwrap().to_owned();
-    let pg = Engine::Postgres.fresh_database(dir.path());
-    let (s, p) = (sqlite.clone(), pg.clone());
-    tokio::task::spawn_blocking(move || {
-        coursed::dataset::load(&s, &file, None).unwrap();
-        coursed::dataset::copy(&s, &p, false).unwrap();
-    })
-    .await
-    .unwrap();
-    let a = TestApp::open(Engine::Sqlite, &sqlite).await.unwrap();
-    let b = TestApp::open(Engine::Postgres, &pg).await.unwrap();
+    let Some((a, b)) = crate::copy::catalogue_on_both_engines(dir.path()).await else { return };
     let mut d = Draw(0x2545_F491_4F6C_DD1D);
     let (mut found, mut refused, mut searched) = (0, 0, 0);
     for _ in 0..400 {

@@ -154,22 +154,8 @@ const SEARCHES: &[&str] = &[
 
 #[tokio::test]
 async fn both_engines_give_the_same_bytes_for_the_same_searches() {
-    if crate::pg_cluster::server().is_none() {
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
-    let file = crate::copy::dataset_file(dir.path());
-    let sqlite = dir.path().join("a.db").to_str().unwrap().to_owned();
-    let pg = Engine::Postgres.fresh_database(dir.path());
-    let (s, p) = (sqlite.clone(), pg.clone());
-    tokio::task::spawn_blocking(move || {
-        coursed::dataset::load(&s, &file, None).unwrap();
-        coursed::dataset::copy(&s, &p, false).unwrap();
-    })
-    .await
-    .unwrap();
-    let a = TestApp::open(Engine::Sqlite, &sqlite).await.unwrap();
-    let b = TestApp::open(Engine::Postgres, &pg).await.unwrap();
+    let Some((a, b)) = crate::copy::catalogue_on_both_engines(dir.path()).await else { return };
     for path in SEARCHES {
         let (sa, ba) = a.raw(path).await;
         let (sb, bb) = b.raw(path).await;
