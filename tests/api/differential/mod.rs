@@ -1,9 +1,16 @@
-//! Random reads, the same on both engines over the same catalogue, get the same status and the
-//! same bytes: every sort field of the registry in both directions, exact-match and relationship
-//! filters, `filter[id]`, searches (words, prefixes, phrases, `-relevance`), paging, `include`
-//! and sparse fieldsets, on collections, related and relationship endpoints and single
-//! resources. The catalogue is `copy.rs`'s, which tells collations and null orders apart; the
-//! paths are drawn with a fixed seed, so a failure names a path that fails again.
+//! The same requests on both engines over the same catalogue get the same answers.
+//!
+//! - Random reads, the same status and the same bytes: every sort field of the registry in both
+//!   directions, exact-match and relationship filters, `filter[id]`, searches (words, prefixes,
+//!   phrases, `-relevance`), paging, `include` and sparse fieldsets, on collections, related and
+//!   relationship endpoints and single resources.
+//! - Random writes, valid and not (`writes.rs`), the same status and the same document but for
+//!   the ids and timestamps the server makes; then every resource reads the same.
+//!
+//! The catalogue is `copy.rs`'s, which tells collations and null orders apart; requests are
+//! drawn with a fixed seed, so a failure names one that fails again.
+
+mod writes;
 
 use coursed::resources::{ResourceType, TYPES};
 
