@@ -80,7 +80,6 @@ fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Res
     r
 }
 
-/// `r` compressed with the coding `Accept-Encoding` prefers, when its body is large enough.
 /// `r` compressed in the coding `accept_encoding` chooses (a value that is not visible ASCII
 /// chooses none), when its body is worth it.
 fn compress(accept_encoding: Option<&HeaderValue>, r: Response) -> Response {
