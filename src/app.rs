@@ -57,12 +57,18 @@ impl App {
         if let Some(base) = &self.public_url {
             return Ok(base.clone());
         }
-        let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or("");
-        Base::new("http", host).ok_or_else(|| {
+        // One `Host` line: with two, a proxy could read the other and links would name a host
+        // it did not ask for (RFC 9112, 3.2).
+        let mut hosts = headers.get_all("host").iter();
+        let host = match (hosts.next(), hosts.next()) {
+            (Some(h), None) => h.to_str().ok(),
+            _ => None,
+        };
+        host.and_then(|h| Base::new("http", h)).ok_or_else(|| {
             Problem::new(
                 warp::http::StatusCode::BAD_REQUEST,
                 "invalid_host",
-                "The request needs a valid `Host` header (host name or address, optional port); links are built from it.",
+                "The request needs one valid `Host` header (host name or address, optional port); links are built from it.",
             )
             .into()
         })

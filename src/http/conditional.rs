@@ -56,6 +56,16 @@ pub fn names(if_none_match: Option<&str>, tag: &str) -> bool {
     v.trim() == "*" || tags(v).any(|t| same(t, tag))
 }
 
+/// Whether the member of an `If-None-Match` value that names `tag` names one of its compressed
+/// codings (`"…-gz"`, `"…-br"`).
+pub fn names_a_coding(if_none_match: Option<&str>, tag: &str) -> bool {
+    let coded = |t: &str| {
+        let t = t.strip_prefix("W/").unwrap_or(t).trim_matches('"');
+        CODING_SUFFIXES.iter().any(|s| t.ends_with(s))
+    };
+    if_none_match.is_some_and(|v| tags(v).any(|t| same(t, tag) && coded(t)))
+}
+
 /// What a write's `If-Match` asks, read before the write runs.
 #[derive(Debug, Clone)]
 pub enum IfMatch {

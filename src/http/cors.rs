@@ -69,14 +69,17 @@ impl Cors {
         h.append(VARY, HeaderValue::from_static("Origin"));
         let Some(origin) = origin.filter(|o| o.to_str().is_ok_and(|o| self.admits(o))) else { return };
         h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
-        if preflight {
-            if let Some(allow) = h.get(ALLOW).cloned() {
+        // A preflight of a path that exists gets its permissions; any other answer (a
+        // preflight's 404 included) is a response the page reads.
+        match h.get(ALLOW).cloned().filter(|_| preflight) {
+            Some(allow) => {
                 h.insert(ACCESS_CONTROL_ALLOW_METHODS, allow);
                 h.insert(ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(ALLOW_HEADERS));
                 h.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static(MAX_AGE));
             }
-        } else {
-            h.insert(ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSE_HEADERS));
+            None => {
+                h.insert(ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSE_HEADERS));
+            }
         }
     }
 }

@@ -13,6 +13,7 @@ use warp::reply::Response;
 use warp::Filter;
 
 use super::compress::{self, Coding};
+use super::conditional;
 use super::cors::Cors;
 use super::reply::error_reply;
 use crate::error::Error;
@@ -45,6 +46,7 @@ where
 /// came (a reference-counted handle on the bytes hyper parsed, not a copy).
 struct Asked {
     accept_encoding: Option<HeaderValue>,
+    if_none_match: Option<HeaderValue>,
     origin: Option<HeaderValue>,
     /// A preflight's `Access-Control-Request-Method` is present (whatever its value).
     preflight: bool,
@@ -54,18 +56,24 @@ fn asked() -> impl Filter<Extract = (Asked,), Error = Infallible> + Clone {
     fn header(name: &'static str) -> impl Filter<Extract = (Option<HeaderValue>,), Error = Infallible> + Clone {
         warp::header::value(name).map(Some).or(warp::any().map(|| None)).unify()
     }
-    header("accept-encoding").and(header("origin")).and(header("access-control-request-method")).map(
-        |accept_encoding, origin, method: Option<HeaderValue>| Asked {
+    header("accept-encoding")
+        .and(header("if-none-match"))
+        .and(header("origin"))
+        .and(header("access-control-request-method"))
+        .map(|accept_encoding, if_none_match, origin, method: Option<HeaderValue>| Asked {
             accept_encoding,
+            if_none_match,
             origin,
             preflight: method.is_some(),
-        },
-    )
+        })
 }
 
 fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Response {
     if web.compression {
-        r = compress(asked.accept_encoding.as_ref(), r);
+        r = match r.status() {
+            StatusCode::NOT_MODIFIED => revalidated(asked, r),
+            _ => compress(asked.accept_encoding.as_ref(), r),
+        };
     }
     if *method == Method::HEAD {
         // The headers of the GET, its length included; no body.
@@ -100,6 +108,23 @@ fn compress(accept_encoding: Option<&HeaderValue>, r: Response) -> Response {
     Response::from_parts(parts, compressed.into())
 }
 
+/// A 304 with the `Vary` and `ETag` its 200 would have had (RFC 9110, 15.4.5). The size of
+/// that 200's body is not known (a 304 is not rendered), so `Vary: Accept-Encoding` is there as
+/// on every body that may be compressed; the tag takes the coding `Accept-Encoding` chooses when
+/// the validator that matched names a coding (the client's copy was compressed, so its body is
+/// large enough to be), and stays as it is otherwise (the client's own validator).
+fn revalidated(asked: &Asked, mut r: Response) -> Response {
+    let h = r.headers_mut();
+    h.append(VARY, HeaderValue::from_static("Accept-Encoding"));
+    let matched = asked.if_none_match.as_ref().and_then(|v| v.to_str().ok());
+    let coded = h.get(ETAG).and_then(|t| t.to_str().ok()).is_some_and(|t| conditional::names_a_coding(matched, t));
+    let coding = asked.accept_encoding.as_ref().and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
+    if let Some(coding) = coding.filter(|_| coded) {
+        coded_tag(h, coding);
+    }
+    r
+}
+
 /// The bytes of a body that is in memory, as every body of this API is (documents are
 /// rendered whole before they are sent): it is read without waiting, or `None`.
 fn in_memory<B: http_body::Body<Data = bytes::Bytes>>(body: B) -> Option<bytes::Bytes> {
@@ -115,6 +140,11 @@ fn in_memory<B: http_body::Body<Data = bytes::Bytes>>(body: B) -> Option<bytes::
 fn encoded(headers: &mut HeaderMap, coding: Coding) {
     headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
     headers.remove(CONTENT_LENGTH);
+    coded_tag(headers, coding);
+}
+
+/// The tag in `headers` with the suffix of `coding` appended.
+fn coded_tag(headers: &mut HeaderMap, coding: Coding) {
     let tag = headers.get(ETAG).and_then(|t| t.to_str().ok()).and_then(|t| t.strip_suffix('"'));
     if let Some(v) = tag.and_then(|t| HeaderValue::from_str(&format!("{t}{}\"", coding.tag_suffix())).ok()) {
         headers.insert(ETAG, v);

@@ -10,6 +10,7 @@
 //! kernel's listen backlog holds new connections) until one of them is answered and can make
 //! room.
 
+mod bare;
 mod conn;
 mod watched;
 

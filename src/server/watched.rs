@@ -13,15 +13,50 @@ use warp::http::Request;
 
 use super::conn::Watch;
 
-/// The connection's socket, its reads and writes reported to its [`Watch`].
+/// The connection's socket, its reads and writes reported to its [`Watch`]; hyper's own error
+/// answers are sent as JSON:API documents (see `bare.rs`).
 pub struct Watched<T> {
     io: T,
     watch: Arc<Watch>,
+    /// A document being sent in place of one of hyper's error heads.
+    instead: Option<Instead>,
+}
+
+struct Instead {
+    bytes: Vec<u8>,
+    sent: usize,
+    /// The length of hyper's head, reported written once the document is.
+    of: usize,
 }
 
 impl<T> Watched<T> {
     pub fn new(io: T, watch: Arc<Watch>) -> Watched<T> {
-        Watched { io, watch }
+        Watched { io, watch, instead: None }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Watched<T> {
+    /// Sends what replaces hyper's head, then reports the head written.
+    fn poll_instead(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        while let Some(instead) = self.instead.as_mut().filter(|i| i.sent < i.bytes.len()) {
+            match Pin::new(&mut self.io).poll_write(cx, &instead.bytes[instead.sent..]) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                Poll::Ready(Ok(n)) => {
+                    instead.sent += n;
+                    self.watch.wrote();
+                }
+                other => return other,
+            }
+        }
+        Poll::Ready(Ok(self.instead.take().map_or(0, |i| i.of)))
+    }
+
+    /// Whether `head` is one of hyper's error answers, now to be replaced.
+    fn replaces(&mut self, head: &[u8]) -> bool {
+        if self.instead.is_none() {
+            self.instead = super::bare::rewrite(head).map(|bytes| Instead { bytes, sent: 0, of: head.len() });
+        }
+        self.instead.is_some()
     }
 }
 
@@ -38,6 +73,9 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        if self.replaces(buf) {
+            return self.poll_instead(cx);
+        }
         let polled = Pin::new(&mut self.io).poll_write(cx, buf);
         self.wrote(&polled);
         polled
@@ -48,6 +86,13 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
+        // hyper's error heads come as one buffer.
+        let mut written = bufs.iter().filter(|b| !b.is_empty());
+        if let (Some(head), None) = (written.next(), written.next()) {
+            if self.replaces(head) {
+                return self.poll_instead(cx);
+            }
+        }
         let polled = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
         self.wrote(&polled);
         polled
@@ -98,10 +143,21 @@ where
     type Error = S::Error;
     type Future = InFlight<S::Future>;
 
-    fn call(&self, req: Request<B>) -> Self::Future {
+    fn call(&self, mut req: Request<B>) -> Self::Future {
         self.watch.begin(req.version());
+        absolute_form(&mut req);
         let inner = crate::http::with_peer(self.peer, || self.inner.call(req));
         InFlight { inner, peer: self.peer, _busy: Busy(self.watch.clone()) }
+    }
+}
+
+/// A request whose target is in absolute form (`GET http://host/v1/... HTTP/1.1`, as sent to a
+/// proxy) names its host there, and its `Host` header is to be ignored (RFC 9112, 3.2.2): the
+/// target's authority becomes the `Host` that links are built from.
+fn absolute_form<B>(req: &mut Request<B>) {
+    let authority = req.uri().authority().and_then(|a| warp::http::HeaderValue::from_str(a.as_str()).ok());
+    if let Some(authority) = authority {
+        req.headers_mut().insert(warp::http::header::HOST, authority);
     }
 }
 

@@ -219,3 +219,55 @@ async fn remembered_tags_follow_every_commit_even_of_other_programs() {
     t.write("PATCH", &path, patch).await.assert_status(200);
     assert_eq!(get_if_none_match(&t, &path, &changed).await.0, 200);
 }
+
+on_both!(a_304_carries_the_tag_and_vary_its_200_would_have);
+async fn a_304_carries_the_tag_and_vary_its_200_would_have() {
+    let t = TestApp::new().await;
+    let intro = "Fractions and decimals, one after the other. ".repeat(60);
+    let s = t.create("subjects", json!({"title": "S", "introduction": intro}), json!({})).await;
+    let m = t.module("M").await;
+    // A large resource, a collection (tagged by its bytes), and a small resource.
+    for (path, large) in
+        [(format!("/v1/subjects/{s}"), true), ("/v1/subjects".to_owned(), true), (format!("/v1/modules/{m}"), false)]
+    {
+        let get = |accept: Option<&str>, inm: Option<&str>| {
+            let mut req = t.req("GET", &path);
+            if let Some(a) = accept {
+                req = req.header("accept-encoding", a);
+            }
+            if let Some(tag) = inm {
+                req = req.header("if-none-match", tag);
+            }
+            t.exchange(req)
+        };
+        let (_, plain_h, _) = get(None, None).await;
+        let (_, gz_h, _) = get(Some("gzip"), None).await;
+        let (plain, gz) = (header(&plain_h, "etag").unwrap().to_owned(), header(&gz_h, "etag").unwrap().to_owned());
+        assert_eq!(plain != gz, large, "{path}: {plain} {gz}");
+        // The cached copy's own request: the 304 names that copy and varies as its 200 did.
+        for (accept, held, expect) in [(Some("gzip"), &gz, &gz), (None, &plain, &plain), (Some("gzip"), &plain, &plain)]
+        {
+            let (status, h, body) = get(accept, Some(held)).await;
+            assert_eq!(status, 304, "{path}");
+            assert!(body.is_empty());
+            assert_eq!(header(&h, "etag"), Some(expect.as_str()), "{path}, {accept:?}, holding {held}");
+            assert!(crate::web::vary(&h).contains("Accept-Encoding"), "{path}");
+        }
+        // A compressed copy revalidated by a client that now takes another coding, or none: the
+        // tag its 200 would carry.
+        let (_, h, _) = get(Some("br"), Some(&gz)).await;
+        let br = if large { gz.replace("-gz\"", "-br\"") } else { plain.clone() };
+        assert_eq!(header(&h, "etag"), Some(br.as_str()), "{path}");
+        let (_, h, _) = get(None, Some(&format!("W/{gz}"))).await;
+        assert_eq!(header(&h, "etag"), Some(plain.as_str()), "{path}");
+    }
+    // With compression off, a 304 is what it was.
+    let t = t.configured(|app| app.web = std::sync::Arc::new(coursed::http::Web::new(&[], false).unwrap()));
+    let path = format!("/v1/subjects/{s}");
+    let (_, h, _) = t.exchange(t.req("GET", &path).header("accept-encoding", "gzip")).await;
+    let tag = header(&h, "etag").unwrap().to_owned();
+    let (status, h, _) =
+        t.exchange(t.req("GET", &path).header("accept-encoding", "gzip").header("if-none-match", &tag)).await;
+    assert_eq!((status.as_u16(), header(&h, "etag")), (304, Some(tag.as_str())));
+    assert!(!crate::web::vary(&h).contains("Accept-Encoding"));
+}

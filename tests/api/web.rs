@@ -22,7 +22,7 @@ pub fn header<'a>(h: &'a warp::http::HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 /// Every `Vary` value, joined.
-fn vary(h: &warp::http::HeaderMap) -> String {
+pub fn vary(h: &warp::http::HeaderMap) -> String {
     h.get_all("vary").iter().filter_map(|v| v.to_str().ok()).collect::<Vec<_>>().join(", ")
 }
 
@@ -67,6 +67,12 @@ async fn a_preflight_from_a_configured_origin_is_answered_without_a_token() {
     let (status, h, _) = t.exchange(req).await;
     assert_eq!(status, 204);
     assert_eq!(header(&h, "access-control-allow-methods"), Some("GET, PATCH, DELETE, HEAD, OPTIONS"));
+    // A preflight of a path that does not exist gets a 404 the page can read, not permissions.
+    let (status, h, _) = t.exchange(preflight("/v1/nope", SITE, "GET")).await;
+    assert_eq!(status, 404);
+    assert_eq!(header(&h, "access-control-allow-origin"), Some(SITE));
+    assert!(header(&h, "access-control-expose-headers").is_some_and(|e| e.contains("ETag")));
+    assert_eq!(header(&h, "access-control-allow-methods"), None);
     // Another origin gets no permission, only what any OPTIONS gets.
     let (status, h, _) = t.exchange(preflight("/v1/subjects", "https://evil.example", "POST")).await;
     assert_eq!(status, 204);

@@ -1,9 +1,11 @@
 //! Slow and idle clients against the real server on port 0: a head that comes too slowly, an
 //! idle keep-alive connection, a slow body, and the cap on open connections, each with its
 //! limits set small; and the keep-alive client that none of it may disturb. The clients and
-//! their checks are here; the deadlines' tests in `timeouts.rs`, the cap's in `cap.rs`.
+//! their checks are here; the deadlines' tests in `timeouts.rs`, the cap's in `cap.rs`, what
+//! cannot be parsed and which host a request names in `malformed.rs`.
 
 mod cap;
+mod malformed;
 mod timeouts;
 
 use std::io::{Read, Write};
