@@ -92,7 +92,9 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
         Method::GET => {
             let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
             let base = app.base(&req.headers)?;
-            let url = RequestUrl::new(&base, req.path.as_str(), req.query);
+            // The resource's own URL (its id as stored), so that the document, like its tag,
+            // is the same whichever spelling of the id the request used.
+            let url = RequestUrl { query: req.query, ..RequestUrl::resource(&base, rt.name, &id) };
             let inm = if_none_match(&req.headers);
             let (tag, body) = app
                 .db

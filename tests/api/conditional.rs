@@ -271,3 +271,16 @@ async fn a_304_carries_the_tag_and_vary_its_200_would_have() {
     assert_eq!((status.as_u16(), header(&h, "etag")), (304, Some(tag.as_str())));
     assert!(!crate::web::vary(&h).contains("Accept-Encoding"));
 }
+
+on_both!(every_spelling_of_a_resources_url_gets_the_same_document_and_tag);
+async fn every_spelling_of_a_resources_url_gets_the_same_document_and_tag() {
+    let t = TestApp::new().await;
+    let s = t.subject("S", None).await;
+    let (_, h, canonical) = t.exchange(t.req("GET", &format!("/v1/subjects/{s}?fields[subjects]=title"))).await;
+    for path in [format!("/v1/subjects/{}", s.to_uppercase()), format!("/v1/subjects/{s}/")] {
+        let (status, other_h, body) = t.exchange(t.req("GET", &format!("{path}?fields[subjects]=title"))).await;
+        assert_eq!(status, 200, "{path}");
+        assert_eq!(body, canonical, "{path}: a strong tag names one byte sequence");
+        assert_eq!(header(&other_h, "etag"), header(&h, "etag"), "{path}");
+    }
+}
