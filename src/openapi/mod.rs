@@ -49,11 +49,13 @@ pub fn document() -> Value {
     paths.insert("/operations".into(), operations::path());
     web::add_web(&mut paths);
     add_throttled(&mut paths);
+    add_unreadable(&mut paths);
     add_links(&mut paths);
-    let responses: Map<String, Value> = [400, 401, 403, 404, 406, 408, 409, 412, 413, 415, 422, 428, 429, 500, 503]
-        .iter()
-        .map(|s| (s.to_string(), error_response(*s)))
-        .collect();
+    let responses: Map<String, Value> =
+        [400, 401, 403, 404, 406, 408, 409, 412, 413, 414, 415, 422, 428, 429, 431, 500, 503]
+            .iter()
+            .map(|s| (s.to_string(), error_response(*s)))
+            .collect();
     json!({
         "openapi": "3.1.0",
         "info": {
@@ -103,6 +105,11 @@ fn error_response(status: u16) -> Value {
             "Too Many Requests: this address sent too many refused tokens; every request from it that needs a \
             token is refused until the seconds of `Retry-After` have passed."
         }
+        414 => "URI Too Long: the request target is over 64 KiB; the connection is closed.",
+        431 => {
+            "Request Header Fields Too Large: more than 100 header fields, or a header section over about \
+            400 KiB; the connection is closed."
+        }
         _ => reason,
     };
     let mut r = ok(description, "error_document");
@@ -121,6 +128,18 @@ fn add_throttled(paths: &mut Map<String, Value>) {
         let responses = op.get_mut("responses").and_then(Value::as_object_mut);
         if let Some(responses) = responses.filter(|r| r.contains_key("401")) {
             responses.insert("429".into(), json!({"$ref": "#/components/responses/429"}));
+        }
+    }
+}
+
+/// 400, 414 and 431 on every operation: a request that cannot be read (malformed, or too large)
+/// is refused before it is routed.
+fn add_unreadable(paths: &mut Map<String, Value>) {
+    for op in paths.values_mut().filter_map(Value::as_object_mut).flat_map(|item| item.values_mut()) {
+        if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
+            for status in ["400", "414", "431"] {
+                responses.entry(status).or_insert_with(|| json!({"$ref": format!("#/components/responses/{status}")}));
+            }
         }
     }
 }
