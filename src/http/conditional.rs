@@ -20,16 +20,30 @@ pub const CODING_SUFFIXES: [&str; 2] = ["-gz", "-br"];
 pub fn tagged(headers: &HeaderMap, body: Vec<u8>) -> Response {
     let tag = etag::bytes(&body);
     if none_match_names(headers, &tag) {
-        return not_modified(&tag);
+        return not_modified(&tag, headers);
     }
     with_tag(document(StatusCode::OK, body), &tag)
 }
 
-/// 304 with `tag`, no body.
-pub fn not_modified(tag: &str) -> Response {
+/// 304, no body, with `tag` as the client's validator names it: with the coding suffix of the
+/// member of `If-None-Match` that matched, if it has one (its copy was compressed). Finishing
+/// the response (`web.rs`) then puts the coding the request accepts in its place, as its 200
+/// would have.
+pub fn not_modified(tag: &str, headers: &HeaderMap) -> Response {
     let mut r = Response::new(Default::default());
     *r.status_mut() = StatusCode::NOT_MODIFIED;
-    with_tag(r, tag)
+    let inm = headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok());
+    let suffix = inm.and_then(|v| tags(v).filter(|t| same(t, tag)).find_map(coding_suffix));
+    match (suffix, tag.strip_suffix('"')) {
+        (Some(suffix), Some(open)) => with_tag(r, &format!("{open}{suffix}\"")),
+        _ => with_tag(r, tag),
+    }
+}
+
+/// The coding suffix of an entity tag (`W/` and quotes aside), if it has one.
+pub fn coding_suffix(t: &str) -> Option<&'static str> {
+    let t = t.strip_prefix("W/").unwrap_or(t).trim_matches('"');
+    CODING_SUFFIXES.iter().copied().find(|s| t.ends_with(s))
 }
 
 /// `r` with `ETag: tag`.
@@ -54,16 +68,6 @@ pub fn if_none_match(headers: &HeaderMap) -> Option<String> {
 pub fn names(if_none_match: Option<&str>, tag: &str) -> bool {
     let Some(v) = if_none_match else { return false };
     v.trim() == "*" || tags(v).any(|t| same(t, tag))
-}
-
-/// Whether the member of an `If-None-Match` value that names `tag` names one of its compressed
-/// codings (`"…-gz"`, `"…-br"`).
-pub fn names_a_coding(if_none_match: Option<&str>, tag: &str) -> bool {
-    let coded = |t: &str| {
-        let t = t.strip_prefix("W/").unwrap_or(t).trim_matches('"');
-        CODING_SUFFIXES.iter().any(|s| t.ends_with(s))
-    };
-    if_none_match.is_some_and(|v| tags(v).any(|t| same(t, tag) && coded(t)))
 }
 
 /// What a write's `If-Match` asks, read before the write runs.

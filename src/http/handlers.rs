@@ -109,7 +109,7 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
                 .await?;
             Ok(match body {
                 Some(body) => with_tag(document(StatusCode::OK, body), &tag),
-                None => not_modified(&tag),
+                None => not_modified(&tag, &req.headers),
             })
         }
         Method::PATCH => {

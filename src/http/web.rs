@@ -46,7 +46,6 @@ where
 /// came (a reference-counted handle on the bytes hyper parsed, not a copy).
 struct Asked {
     accept_encoding: Option<HeaderValue>,
-    if_none_match: Option<HeaderValue>,
     origin: Option<HeaderValue>,
     /// A preflight's `Access-Control-Request-Method` is present (whatever its value).
     preflight: bool,
@@ -56,22 +55,19 @@ fn asked() -> impl Filter<Extract = (Asked,), Error = Infallible> + Clone {
     fn header(name: &'static str) -> impl Filter<Extract = (Option<HeaderValue>,), Error = Infallible> + Clone {
         warp::header::value(name).map(Some).or(warp::any().map(|| None)).unify()
     }
-    header("accept-encoding")
-        .and(header("if-none-match"))
-        .and(header("origin"))
-        .and(header("access-control-request-method"))
-        .map(|accept_encoding, if_none_match, origin, method: Option<HeaderValue>| Asked {
+    header("accept-encoding").and(header("origin")).and(header("access-control-request-method")).map(
+        |accept_encoding, origin, method: Option<HeaderValue>| Asked {
             accept_encoding,
-            if_none_match,
             origin,
             preflight: method.is_some(),
-        })
+        },
+    )
 }
 
 fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Response {
     if web.compression {
         r = match r.status() {
-            StatusCode::NOT_MODIFIED => revalidated(asked, r),
+            StatusCode::NOT_MODIFIED => revalidated(asked.accept_encoding.as_ref(), r),
             _ => compress(asked.accept_encoding.as_ref(), r),
         };
     }
@@ -110,17 +106,21 @@ fn compress(accept_encoding: Option<&HeaderValue>, r: Response) -> Response {
 
 /// A 304 with the `Vary` and `ETag` its 200 would have had (RFC 9110, 15.4.5). The size of
 /// that 200's body is not known (a 304 is not rendered), so `Vary: Accept-Encoding` is there as
-/// on every body that may be compressed; the tag takes the coding `Accept-Encoding` chooses when
-/// the validator that matched names a coding (the client's copy was compressed, so its body is
-/// large enough to be), and stays as it is otherwise (the client's own validator).
-fn revalidated(asked: &Asked, mut r: Response) -> Response {
+/// on every body that may be compressed. A tag that names a coding (the client's copy was
+/// compressed, so its body is large enough to be: see [`conditional::not_modified`]) takes the
+/// coding `Accept-Encoding` now chooses, or none; any other tag stays the client's own.
+fn revalidated(accept_encoding: Option<&HeaderValue>, mut r: Response) -> Response {
     let h = r.headers_mut();
     h.append(VARY, HeaderValue::from_static("Accept-Encoding"));
-    let matched = asked.if_none_match.as_ref().and_then(|v| v.to_str().ok());
-    let coded = h.get(ETAG).and_then(|t| t.to_str().ok()).is_some_and(|t| conditional::names_a_coding(matched, t));
-    let coding = asked.accept_encoding.as_ref().and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
-    if let Some(coding) = coding.filter(|_| coded) {
-        coded_tag(h, coding);
+    let tag = h.get(ETAG).and_then(|t| t.to_str().ok());
+    let Some((open, _)) = tag.and_then(|t| conditional::coding_suffix(t).map(|s| (t.len() - s.len() - 1, s))) else {
+        return r;
+    };
+    let coding = accept_encoding.and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
+    let suffix = coding.map_or("", Coding::tag_suffix);
+    let retagged = tag.and_then(|t| HeaderValue::from_str(&format!("{}{suffix}\"", &t[..open])).ok());
+    if let Some(v) = retagged {
+        h.insert(ETAG, v);
     }
     r
 }

@@ -24,7 +24,12 @@ impl RequestUrl {
 
     /// The URL of resource `id` of type `type_name`.
     pub fn resource(base: &Base, type_name: &str, id: &str) -> RequestUrl {
-        RequestUrl { path_url: format!("{}/{type_name}/{id}", base.as_str()), query: None }
+        let base = base.as_str();
+        let mut path_url = String::with_capacity(base.len() + type_name.len() + id.len() + 2);
+        for part in [base, "/", type_name, "/", id] {
+            path_url.push_str(part);
+        }
+        RequestUrl { path_url, query: None }
     }
 
     fn write_self(&self, doc: &mut Doc) {
