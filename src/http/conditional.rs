@@ -3,12 +3,14 @@
 //!
 //! Tags come from [`crate::jsonapi::etag`]. A compressed response carries its tag with the
 //! coding appended (`"…-gz"`, `"…-br"`: a strong tag names one exact byte sequence), and every
-//! comparison here ignores that suffix, so a tag from any coding of a document matches it.
+//! write's `If-Match` ignores that suffix (a tag of any coding names the document's state); a
+//! read's `If-None-Match` takes a coded tag only for the coding the request would get now.
 
-use warp::http::header::{HeaderValue, ETAG, IF_MATCH, IF_NONE_MATCH};
+use warp::http::header::{HeaderValue, ACCEPT_ENCODING, ETAG, IF_MATCH, IF_NONE_MATCH};
 use warp::http::{HeaderMap, StatusCode};
 use warp::reply::Response;
 
+use super::compress::{self, Coding};
 use super::reply::document;
 use crate::error::{Error, Problem, Result};
 use crate::jsonapi::etag;
@@ -16,24 +18,25 @@ use crate::jsonapi::etag;
 /// The suffixes compressed responses add to a tag.
 pub const CODING_SUFFIXES: [&str; 2] = ["-gz", "-br"];
 
-/// A 200 document tagged by its bytes, or 304 when the request's `If-None-Match` names it.
-pub fn tagged(headers: &HeaderMap, body: Vec<u8>) -> Response {
+/// A 200 document tagged by its bytes, or 304 when the request's `If-None-Match` names it
+/// (`compression`: whether the server compresses, see [`if_none_match`]).
+pub fn tagged(headers: &HeaderMap, compression: bool, body: Vec<u8>) -> Response {
     let tag = etag::bytes(&body);
-    if none_match_names(headers, &tag) {
-        return not_modified(&tag, headers);
+    let inm = if_none_match(headers, compression);
+    if names(inm.as_deref(), &tag) {
+        return not_modified(&tag, inm.as_deref());
     }
     with_tag(document(StatusCode::OK, body), &tag)
 }
 
-/// 304, no body, with `tag` as the client's validator names it: with the coding suffix of the
-/// member of `If-None-Match` that matched, if it has one (its copy was compressed). Finishing
-/// the response (`web.rs`) then puts the coding the request accepts in its place, as its 200
-/// would have.
-pub fn not_modified(tag: &str, headers: &HeaderMap) -> Response {
+/// 304, no body, its `ETag` the member of `if_none_match` (as [`if_none_match`] left it) that
+/// names `tag`: with that member's coding suffix, if it has one. That is the tag the request's
+/// 200 would carry when it names a coding (the one the request accepts, of a body large enough
+/// to have been compressed), and the client's own copy otherwise.
+pub fn not_modified(tag: &str, if_none_match: Option<&str>) -> Response {
     let mut r = Response::new(Default::default());
     *r.status_mut() = StatusCode::NOT_MODIFIED;
-    let inm = headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok());
-    let suffix = inm.and_then(|v| tags(v).filter(|t| same(t, tag)).find_map(coding_suffix));
+    let suffix = if_none_match.and_then(|v| tags(v).filter(|t| same(t, tag)).find_map(coding_suffix));
     match (suffix, tag.strip_suffix('"')) {
         (Some(suffix), Some(open)) => with_tag(r, &format!("{open}{suffix}\"")),
         _ => with_tag(r, tag),
@@ -41,7 +44,7 @@ pub fn not_modified(tag: &str, headers: &HeaderMap) -> Response {
 }
 
 /// The coding suffix of an entity tag (`W/` and quotes aside), if it has one.
-pub fn coding_suffix(t: &str) -> Option<&'static str> {
+fn coding_suffix(t: &str) -> Option<&'static str> {
     let t = t.strip_prefix("W/").unwrap_or(t).trim_matches('"');
     CODING_SUFFIXES.iter().copied().find(|s| t.ends_with(s))
 }
@@ -54,14 +57,21 @@ pub fn with_tag(mut r: Response, tag: &str) -> Response {
     r
 }
 
-/// Whether `If-None-Match` names `tag` (or is `*`): weak comparison, as RFC 9110 asks.
-pub fn none_match_names(headers: &HeaderMap, tag: &str) -> bool {
-    names(if_none_match(headers).as_deref(), tag)
-}
-
-/// The request's `If-None-Match`, to take along into a unit of work.
-pub fn if_none_match(headers: &HeaderMap) -> Option<String> {
-    headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_owned)
+/// The request's `If-None-Match`, to take along into a unit of work, without the members that
+/// name a coding the request would not get now: a copy compressed in another coding (or at
+/// all, when the request accepts none or `compression` is off) is not the representation a 200
+/// would send, so it cannot be revalidated (RFC 9111 §4.3.4: a 304 must name the copy it
+/// refreshes). A member without a coding names the document as it is, which every client
+/// accepts.
+pub fn if_none_match(headers: &HeaderMap, compression: bool) -> Option<String> {
+    let value = headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok())?;
+    if value.trim() == "*" || !tags(value).any(|t| coding_suffix(t).is_some()) {
+        return Some(value.to_owned());
+    }
+    let accepted = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
+    let now = accepted.filter(|_| compression).map(Coding::tag_suffix);
+    let kept: Vec<&str> = tags(value).filter(|t| coding_suffix(t).is_none_or(|s| Some(s) == now)).collect();
+    Some(kept.join(", "))
 }
 
 /// Whether an `If-None-Match` value names `tag` (see [`none_match_names`]).
@@ -162,15 +172,32 @@ mod tests {
     }
 
     #[test]
-    fn if_none_match_compares_weakly_and_ignores_the_coding() {
+    fn if_none_match_compares_weakly_and_takes_a_coded_tag_only_for_the_coding_accepted() {
         let tag = "\"abc\"";
-        for v in ["\"abc\"", "W/\"abc\"", "\"x\", \"abc-gz\"", "*", "\"abc-br\""] {
-            assert!(none_match_names(&headers(IF_NONE_MATCH, v), tag), "{v}");
+        let names_tag = |inm: &str, accept: Option<&str>, compression: bool| {
+            let mut h = headers(IF_NONE_MATCH, inm);
+            if let Some(a) = accept {
+                h.insert(ACCEPT_ENCODING, HeaderValue::from_str(a).unwrap());
+            }
+            names(if_none_match(&h, compression).as_deref(), tag)
+        };
+        for v in ["\"abc\"", "W/\"abc\"", "\"x\", \"abc\"", "*", "\"abc-br\", W/\"abc\""] {
+            assert!(names_tag(v, None, true), "{v}");
         }
         for v in ["\"abd\"", "abc", "\"ab\"", ""] {
-            assert!(!none_match_names(&headers(IF_NONE_MATCH, v), tag), "{v}");
+            assert!(!names_tag(v, Some("gzip"), true), "{v}");
         }
-        assert!(!none_match_names(&HeaderMap::new(), tag));
+        assert!(names_tag("\"abc-gz\"", Some("gzip, br"), true));
+        assert!(names_tag("\"x\", W/\"abc-br\"", Some("br"), true));
+        // A copy in another coding, or compressed when nothing would be now: not this response.
+        assert!(!names_tag("\"abc-gz\"", Some("br"), true));
+        assert!(!names_tag("\"abc-gz\"", None, true));
+        assert!(!names_tag("\"abc-gz\"", Some("gzip"), false));
+        assert!(!names(if_none_match(&HeaderMap::new(), true).as_deref(), tag));
+        // The 304 names the member that matched.
+        let h = |r: Response| r.headers().get(ETAG).unwrap().to_str().unwrap().to_owned();
+        assert_eq!(h(not_modified(tag, Some("\"x\", W/\"abc-gz\""))), "\"abc-gz\"");
+        assert_eq!(h(not_modified(tag, Some("*"))), tag);
     }
 
     #[test]

@@ -95,7 +95,7 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             // The resource's own URL (its id as stored), so that the document, like its tag,
             // is the same whichever spelling of the id the request used.
             let url = RequestUrl { query: req.query, ..RequestUrl::resource(&base, rt.name, &id) };
-            let inm = if_none_match(&req.headers);
+            let inm = if_none_match(&req.headers, app.web.compression);
             let (tag, body) = app
                 .db
                 .read(move |tx| {
@@ -109,7 +109,7 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
                 .await?;
             Ok(match body {
                 Some(body) => with_tag(document(StatusCode::OK, body), &tag),
-                None => not_modified(&tag, &req.headers),
+                None => not_modified(&tag, if_none_match(&req.headers, app.web.compression).as_deref()),
             })
         }
         Method::PATCH => {

@@ -56,7 +56,7 @@ pub async fn collection(
         })
     };
     let body = if bounded { app.db.read(work).await? } else { app.db.scan(work).await? };
-    Ok(tagged(&req.headers, body))
+    Ok(tagged(&req.headers, app.web.compression, body))
 }
 
 /// Whether a page is read by walking one index (so it may run inline): at most one sort key,

@@ -47,7 +47,7 @@ pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &s
             })
         })
         .await?;
-    Ok(tagged(&req.headers, body))
+    Ok(tagged(&req.headers, app.web.compression, body))
 }
 
 /// `/{type}/{id}/relationships/{rel}`: read or write the linkage.
@@ -69,7 +69,7 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
                 Ok(response::linkage(&base, rt.name, &id, rel, &ids))
             })
             .await?;
-        return Ok(tagged(&req.headers, body));
+        return Ok(tagged(&req.headers, app.web.compression, body));
     }
 
     check_content_type(&req.headers)?;

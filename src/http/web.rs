@@ -13,7 +13,6 @@ use warp::reply::Response;
 use warp::Filter;
 
 use super::compress::{self, Coding};
-use super::conditional;
 use super::cors::Cors;
 use super::reply::error_reply;
 use crate::error::Error;
@@ -66,10 +65,7 @@ fn asked() -> impl Filter<Extract = (Asked,), Error = Infallible> + Clone {
 
 fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Response {
     if web.compression {
-        r = match r.status() {
-            StatusCode::NOT_MODIFIED => revalidated(asked.accept_encoding.as_ref(), r),
-            _ => compress(asked.accept_encoding.as_ref(), r),
-        };
+        r = compress(asked.accept_encoding.as_ref(), r);
     }
     if *method == Method::HEAD {
         // The headers of the GET, its length included; no body.
@@ -86,14 +82,21 @@ fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Res
 
 /// `r` compressed in the coding `accept_encoding` chooses (a value that is not visible ASCII
 /// chooses none), when its body is worth it.
-fn compress(accept_encoding: Option<&HeaderValue>, r: Response) -> Response {
+///
+/// Every response that has a body, or revalidates one (304), says `Vary: Accept-Encoding`,
+/// whatever its size: a 304 is not rendered, so it could not tell whether its 200 would have
+/// been large enough, and it must say what that 200 says (RFC 9110 §15.4.5). Its tag is already
+/// that of the coding the request accepts (see `conditional::if_none_match`).
+fn compress(accept_encoding: Option<&HeaderValue>, mut r: Response) -> Response {
+    if r.status() == StatusCode::NO_CONTENT || r.headers().contains_key(CONTENT_ENCODING) {
+        return r;
+    }
+    r.headers_mut().append(VARY, HeaderValue::from_static("Accept-Encoding"));
     let size = http_body::Body::size_hint(r.body()).exact().unwrap_or(0);
-    let has_body = !matches!(r.status(), StatusCode::NO_CONTENT | StatusCode::NOT_MODIFIED);
-    if size < compress::MIN_SIZE as u64 || !has_body || r.headers().contains_key(CONTENT_ENCODING) {
+    if size < compress::MIN_SIZE as u64 || r.status() == StatusCode::NOT_MODIFIED {
         return r;
     }
     let (mut parts, body) = r.into_parts();
-    parts.headers.append(VARY, HeaderValue::from_static("Accept-Encoding"));
     let coding = accept_encoding.and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
     let Some(coding) = coding else { return Response::from_parts(parts, body) };
     let Some(bytes) = in_memory(body) else {
@@ -102,27 +105,6 @@ fn compress(accept_encoding: Option<&HeaderValue>, r: Response) -> Response {
     let compressed = coding.compress(&bytes);
     encoded(&mut parts.headers, coding);
     Response::from_parts(parts, compressed.into())
-}
-
-/// A 304 with the `Vary` and `ETag` its 200 would have had (RFC 9110, 15.4.5). The size of
-/// that 200's body is not known (a 304 is not rendered), so `Vary: Accept-Encoding` is there as
-/// on every body that may be compressed. A tag that names a coding (the client's copy was
-/// compressed, so its body is large enough to be: see [`conditional::not_modified`]) takes the
-/// coding `Accept-Encoding` now chooses, or none; any other tag stays the client's own.
-fn revalidated(accept_encoding: Option<&HeaderValue>, mut r: Response) -> Response {
-    let h = r.headers_mut();
-    h.append(VARY, HeaderValue::from_static("Accept-Encoding"));
-    let tag = h.get(ETAG).and_then(|t| t.to_str().ok());
-    let Some((open, _)) = tag.and_then(|t| conditional::coding_suffix(t).map(|s| (t.len() - s.len() - 1, s))) else {
-        return r;
-    };
-    let coding = accept_encoding.and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
-    let suffix = coding.map_or("", Coding::tag_suffix);
-    let retagged = tag.and_then(|t| HeaderValue::from_str(&format!("{}{suffix}\"", &t[..open])).ok());
-    if let Some(v) = retagged {
-        h.insert(ETAG, v);
-    }
-    r
 }
 
 /// The bytes of a body that is in memory, as every body of this API is (documents are

@@ -25,7 +25,9 @@ pub fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
     let status = StatusCode::from_bytes(status_line.get(9..12)?.as_bytes()).ok()?;
     let headers: Vec<&str> = lines.collect();
     let has = |line: &str| headers.iter().any(|h| h.eq_ignore_ascii_case(line));
-    if !has("content-length: 0") || !has("connection: close") || headers.iter().any(|h| is(h, "content-type")) {
+    // HTTP/1.0 answers close the connection without saying so.
+    let closes = status_line.starts_with("HTTP/1.0") || has("connection: close");
+    if !has("content-length: 0") || !closes || headers.iter().any(|h| is(h, "content-type")) {
         return None;
     }
     let body = Error::from(problem(status)).to_document();
@@ -82,6 +84,8 @@ mod tests {
         assert_eq!(doc["errors"][0]["code"], "malformed_request");
         let long = b"HTTP/1.1 414 URI Too Long\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
         assert!(String::from_utf8(rewrite(long).unwrap()).unwrap().contains("\"code\":\"uri_too_long\""));
+        let old_http = b"HTTP/1.0 400 Bad Request\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        assert!(String::from_utf8(rewrite(old_http).unwrap()).unwrap().starts_with("HTTP/1.0 400 Bad Request\r\n"));
     }
 
     #[test]

@@ -51,12 +51,19 @@ impl<T: AsyncWrite + Unpin> Watched<T> {
         Poll::Ready(Ok(self.instead.take().map_or(0, |i| i.of)))
     }
 
-    /// Whether `head` is one of hyper's error answers, now to be replaced.
-    fn replaces(&mut self, head: &[u8]) -> bool {
-        if self.instead.is_none() {
-            self.instead = super::bare::rewrite(head).map(|bytes| Instead { bytes, sent: 0, of: head.len() });
+    /// Whether `head` is one of hyper's error answers, now to be replaced (hyper presents the
+    /// same head again until it is reported written).
+    fn replaces(&mut self, head: &[u8]) -> io::Result<bool> {
+        match &self.instead {
+            Some(instead) if instead.of != head.len() => {
+                Err(io::Error::new(io::ErrorKind::InvalidInput, "a write while an error answer was being sent"))
+            }
+            Some(_) => Ok(true),
+            None => {
+                self.instead = super::bare::rewrite(head).map(|bytes| Instead { bytes, sent: 0, of: head.len() });
+                Ok(self.instead.is_some())
+            }
         }
-        self.instead.is_some()
     }
 }
 
@@ -73,7 +80,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Watched<T> {
 
 impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        if self.replaces(buf) {
+        if self.replaces(buf)? {
             return self.poll_instead(cx);
         }
         let polled = Pin::new(&mut self.io).poll_write(cx, buf);
@@ -89,7 +96,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
         // hyper's error heads come as one buffer.
         let mut written = bufs.iter().filter(|b| !b.is_empty());
         if let (Some(head), None) = (written.next(), written.next()) {
-            if self.replaces(head) {
+            if self.replaces(head)? {
                 return self.poll_instead(cx);
             }
         }
@@ -184,5 +191,78 @@ impl<F: Future> Future for InFlight<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         crate::http::with_peer(*this.peer, || this.inner.poll(cx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A socket that takes at most 7 bytes a write and is not ready every other time.
+    #[derive(Default)]
+    struct Slow {
+        got: Vec<u8>,
+        ready: bool,
+    }
+
+    impl AsyncWrite for Slow {
+        fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            self.ready = !self.ready;
+            if !self.ready {
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            let n = buf.len().min(7);
+            self.got.extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    fn watched() -> Watched<Slow> {
+        let room =
+            super::super::Room { open: Mutex::default(), wanted: AtomicBool::new(false), freed: Default::default() };
+        Watched::new(Slow::default(), Arc::new(Watch::new(Arc::new(room))))
+    }
+
+    /// Writes `buf` as hyper does: the same buffer again after `Pending`, the rest after a
+    /// partial write.
+    fn write_all(w: &mut Watched<Slow>, mut buf: &[u8], vectored: bool) {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        while !buf.is_empty() {
+            let polled = if vectored {
+                Pin::new(&mut *w).poll_write_vectored(&mut cx, &[io::IoSlice::new(buf)])
+            } else {
+                Pin::new(&mut *w).poll_write(&mut cx, buf)
+            };
+            match polled {
+                Poll::Ready(Ok(n)) => buf = &buf[n..],
+                Poll::Ready(Err(e)) => panic!("{e}"),
+                Poll::Pending => {}
+            }
+        }
+    }
+
+    #[test]
+    fn hypers_error_head_goes_out_whole_as_a_document_through_a_slow_socket() {
+        let head = b"HTTP/1.1 431 Request Header Fields Too Large\r\nconnection: close\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        for vectored in [false, true] {
+            let mut w = watched();
+            write_all(&mut w, head, vectored);
+            assert_eq!(w.io.got, super::super::bare::rewrite(head).unwrap(), "vectored: {vectored}");
+            assert!(w.instead.is_none());
+            // Anything else passes as it is.
+            let mut w = watched();
+            write_all(&mut w, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", vectored);
+            assert_eq!(w.io.got, b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}");
+        }
     }
 }

@@ -213,10 +213,13 @@ async fn large_bodies_are_compressed_as_the_client_accepts() {
             assert!(body.len() * 3 < plain.len(), "{accept}: {} of {}", body.len(), plain.len());
             let coded_tag = header(&h, "etag").unwrap().to_owned();
             assert_ne!(coded_tag, tag, "a strong tag names one coding");
-            // Either tag revalidates either coding.
+            // The plain tag revalidates any coding; a coded one the same coding only.
             let req = t.req("GET", "/v1/subjects").header("accept-encoding", accept).header("if-none-match", &tag);
             assert_eq!(t.exchange(req).await.0, 304);
-            assert_eq!(get_if_none_match(&t, "/v1/subjects", &coded_tag).await.0, 304);
+            let req =
+                t.req("GET", "/v1/subjects").header("accept-encoding", accept).header("if-none-match", &coded_tag);
+            assert_eq!(t.exchange(req).await.0, 304);
+            assert_eq!(get_if_none_match(&t, "/v1/subjects", &coded_tag).await.0, 200);
         }
     }
     // Small bodies go as they are; so does everything with compression off.
