@@ -64,13 +64,16 @@ impl App {
             (Some(h), None) => h.to_str().ok(),
             _ => None,
         };
-        host.and_then(|h| Base::new("http", h)).ok_or_else(|| {
-            Problem::new(
-                warp::http::StatusCode::BAD_REQUEST,
-                "invalid_host",
-                "The request needs one valid `Host` header (host name or address, optional port); links are built from it.",
-            )
-            .into()
-        })
+        host.and_then(|h| Base::new("http", h)).ok_or_else(invalid_host)
     }
+}
+
+/// A request without one valid `Host` (400).
+pub fn invalid_host() -> Error {
+    Problem::new(
+        warp::http::StatusCode::BAD_REQUEST,
+        "invalid_host",
+        "The request needs one valid `Host` header (host name or address, optional port); links are built from it.",
+    )
+    .into()
 }

@@ -4,6 +4,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
+use warp::http::header::HOST;
 use warp::http::{HeaderMap, Method, StatusCode};
 use warp::path::FullPath;
 use warp::reply::Response;
@@ -35,6 +36,11 @@ pub async fn dispatch(
     body: BodyStream,
     app: Arc<App>,
 ) -> Response {
+    // Two `Host` lines are a 400 whatever the request (RFC 9112 §3.2), not only where links
+    // are built from the host.
+    if headers.get_all(HOST).iter().nth(1).is_some() {
+        return error_reply(&crate::app::invalid_host());
+    }
     match route {
         Some(route) => answer(caller.as_ref(), route, Req { method, path, query, headers, body }, app).await,
         None => error_reply(&Error::no_route()),

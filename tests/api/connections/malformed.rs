@@ -54,6 +54,11 @@ async fn a_request_names_one_host_and_an_absolute_target_names_it_first() {
         let (status, _, body) = exchange(addr, two.as_bytes());
         assert_eq!(status, 400);
         assert!(body.contains("\"code\":\"invalid_host\""), "{body}");
+        // Whatever the request: a DELETE builds no links, and is refused all the same.
+        let delete = two.replace("GET /v1/subjects", "DELETE /v1/subjects/01900000-0000-7000-8000-000000000001");
+        let (status, _, body) = exchange(addr, delete.as_bytes());
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("\"code\":\"invalid_host\""), "{body}");
         // Absolute form, as sent to a proxy: its host wins over the Host line (RFC 9112, 3.2.2).
         let absolute =
             format!("GET http://school.example:8080/v1/subjects HTTP/1.1\r\nHost: other.example\r\n{auth}\r\n");
