@@ -36,10 +36,14 @@ pub async fn dispatch(
     body: BodyStream,
     app: Arc<App>,
 ) -> Response {
-    // Two `Host` lines are a 400 whatever the request (RFC 9112 §3.2), not only where links
-    // are built from the host.
-    if headers.get_all(HOST).iter().nth(1).is_some() {
-        return error_reply(&crate::app::invalid_host());
+    // Two `Host` lines, or one that is not a host, are a 400 whatever the request (RFC 9112
+    // §3.2), not only where links are built from the host.
+    let valid = |h: &warp::http::HeaderValue| h.to_str().ok().and_then(|h| Base::new("http", h)).is_some();
+    let mut hosts = headers.get_all(HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => return error_reply(&crate::app::invalid_host()),
+        (Some(h), None) if !valid(h) => return error_reply(&crate::app::invalid_host()),
+        _ => {}
     }
     match route {
         Some(route) => answer(caller.as_ref(), route, Req { method, path, query, headers, body }, app).await,

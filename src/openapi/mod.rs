@@ -105,7 +105,7 @@ fn error_response(status: u16) -> Value {
             "Too Many Requests: this address sent too many refused tokens; every request from it that needs a \
             token is refused until the seconds of `Retry-After` have passed."
         }
-        414 => "URI Too Long: the request target is over 64 KiB; the connection is closed.",
+        414 => "URI Too Long: the request target is 65,535 bytes or more; the connection is closed.",
         431 => {
             "Request Header Fields Too Large: more than 100 header fields, or a header section over about \
             400 KiB; the connection is closed."

@@ -160,12 +160,23 @@ where
 
 /// A request whose target is in absolute form (`GET http://host/v1/... HTTP/1.1`, as sent to a
 /// proxy) names its host there, and its `Host` header is to be ignored (RFC 9112, 3.2.2): the
-/// target's authority becomes the `Host` that links are built from.
+/// target's authority becomes the `Host` that links are built from. HTTP/1 still needs one
+/// valid `Host` line (3.2): without one, or with two, the request is left as it came, to be
+/// refused. (HTTP/2 has no `Host` line: its `:authority` is the target's.)
 fn absolute_form<B>(req: &mut Request<B>) {
-    let authority = req.uri().authority().and_then(|a| warp::http::HeaderValue::from_str(a.as_str()).ok());
-    if let Some(authority) = authority {
-        req.headers_mut().insert(warp::http::header::HOST, authority);
+    use warp::http::header::HOST;
+    let Some(authority) = req.uri().authority().and_then(|a| warp::http::HeaderValue::from_str(a.as_str()).ok()) else {
+        return;
+    };
+    if req.version() < warp::http::Version::HTTP_2 {
+        let mut hosts = req.headers().get_all(HOST).iter();
+        let valid =
+            |h: &warp::http::HeaderValue| h.to_str().is_ok_and(|h| h.parse::<warp::http::uri::Authority>().is_ok());
+        if !matches!((hosts.next(), hosts.next()), (Some(h), None) if valid(h)) {
+            return;
+        }
     }
+    req.headers_mut().insert(HOST, authority);
 }
 
 struct Busy(Arc<Watch>);

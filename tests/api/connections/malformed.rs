@@ -66,6 +66,13 @@ async fn a_request_names_one_host_and_an_absolute_target_names_it_first() {
         assert_eq!(status, 200, "{body}");
         assert!(body.contains("\"self\":\"http://school.example:8080/v1/subjects\""), "{body}");
         assert!(!body.contains("other.example"), "{body}");
+        // It still needs one valid Host line, ignored as it is.
+        let target = "GET http://school.example/v1/subjects HTTP/1.1\r\n";
+        for hosts in ["", "Host: a.example\r\nHost: b.example\r\n", "Host: a b/c\r\n"] {
+            let (status, _, body) = exchange(addr, format!("{target}{hosts}{auth}\r\n").as_bytes());
+            assert_eq!(status, 400, "{hosts:?}: {body}");
+            assert!(body.contains("\"code\":\"invalid_host\""), "{hosts:?}: {body}");
+        }
     })
     .await;
 }
