@@ -27,7 +27,12 @@ pub async fn collection(
     check_accept(&req.headers)?;
     let q = Query::parse(req.query.as_deref(), rt, Accepts::Collection)?;
     let base = app.base(&req.headers)?;
-    let url = RequestUrl::new(&base, req.path.as_str(), req.query);
+    // A related collection is named by its own URL (its owner's id as stored), whichever
+    // spelling of the id the request used.
+    let url = match &scope {
+        Some((rel, id)) => RequestUrl::related(&base, rel.fk.parent.name, id, rel.name, req.query),
+        None => RequestUrl::new(&base, req.path.as_str(), req.query),
+    };
     let bounded = is_bounded(&q);
     let work = move |tx: &mut dyn Tx| {
         snapshot(tx, |tx| {

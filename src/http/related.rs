@@ -34,7 +34,7 @@ pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &s
     check_accept(&req.headers)?;
     let q = Query::parse(req.query.as_deref(), target, Accepts::Single)?;
     let base = app.base(&req.headers)?;
-    let url = RequestUrl::new(&base, req.path.as_str(), req.query);
+    let url = RequestUrl::related(&base, rt.name, &id, rel.name, req.query);
     let body = app
         .db
         .read(move |tx| {

@@ -32,6 +32,15 @@ impl RequestUrl {
         RequestUrl { path_url, query: None }
     }
 
+    /// The URL of the resources related to resource `id` of type `type_name` through `rel`,
+    /// with `query`.
+    pub fn related(base: &Base, type_name: &str, id: &str, rel: &str, query: Option<String>) -> RequestUrl {
+        let mut url = RequestUrl::resource(base, type_name, id);
+        url.path_url.push('/');
+        url.path_url.push_str(rel);
+        RequestUrl { query, ..url }
+    }
+
     fn write_self(&self, doc: &mut Doc) {
         match self.query.as_deref().filter(|q| !q.is_empty()) {
             Some(q) => doc.string(&format!("{}?{q}", self.path_url)),

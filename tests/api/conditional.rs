@@ -280,12 +280,19 @@ async fn a_304_carries_the_tag_and_vary_its_200_would_have() {
 on_both!(every_spelling_of_a_resources_url_gets_the_same_document_and_tag);
 async fn every_spelling_of_a_resources_url_gets_the_same_document_and_tag() {
     let t = TestApp::new().await;
-    let s = t.subject("S", None).await;
-    let (_, h, canonical) = t.exchange(t.req("GET", &format!("/v1/subjects/{s}?fields[subjects]=title"))).await;
-    for path in [format!("/v1/subjects/{}", s.to_uppercase()), format!("/v1/subjects/{s}/")] {
-        let (status, other_h, body) = t.exchange(t.req("GET", &format!("{path}?fields[subjects]=title"))).await;
-        assert_eq!(status, 200, "{path}");
-        assert_eq!(body, canonical, "{path}: a strong tag names one byte sequence");
-        assert_eq!(header(&other_h, "etag"), header(&h, "etag"), "{path}");
+    let m = t.module("M").await;
+    let s = t.subject("S", Some(&m)).await;
+    t.chapter("C", &s, 1).await;
+    for (id, tail) in [(&s, ""), (&s, "/module"), (&s, "/chapters"), (&s, "/relationships/chapters"), (&m, "/subjects")]
+    {
+        let ty = if id == &m { "modules" } else { "subjects" };
+        let query = if tail.is_empty() { "?fields[subjects]=title" } else { "" };
+        let (_, h, canonical) = t.exchange(t.req("GET", &format!("/v1/{ty}/{id}{tail}{query}"))).await;
+        for path in [format!("/v1/{ty}/{}{tail}", id.to_uppercase()), format!("/v1/{ty}/{id}{tail}/")] {
+            let (status, other_h, body) = t.exchange(t.req("GET", &format!("{path}{query}"))).await;
+            assert_eq!(status, 200, "{path}");
+            assert_eq!(body, canonical, "{path}: a strong tag names one byte sequence");
+            assert_eq!(header(&other_h, "etag"), header(&h, "etag"), "{path}");
+        }
     }
 }
