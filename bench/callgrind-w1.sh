@@ -5,6 +5,8 @@
 #   bench/callgrind-w1.sh [BIN ...]     (default target/release/coursed; N=3000 requests)
 #   LOG_LEVEL=info bench/callgrind-w1.sh    (the server's --log-level, default warn: info turns
 #                                           the access log on)
+#   CORS=1 bench/callgrind-w1.sh            (W1c: the server started with --cors-origin, every
+#                                           request sending that Origin)
 #
 # Each binary serves a generated 10,000-subject catalogue under valgrind; N keep-alive requests
 # for random subjects are sent; the program's total instructions / N is printed (start-up and
@@ -22,17 +24,19 @@ trap 'rm -rf "$work"' EXIT
 for bin in "${bins[@]}"; do
   cp "$work/w1.db" "$work/run.db"
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$bin" serve --port 0 --database "$work/run.db" \
-    --token bench-token --log-level "${LOG_LEVEL:-warn}" >"$work/server.log" 2>&1 &
+    --token bench-token --log-level "${LOG_LEVEL:-warn}" ${CORS:+--cors-origin http://bench.example} \
+    >"$work/server.log" 2>&1 &
   pid=$!
   port=$(port_of "$work/server.log") || { echo "$bin did not start" >&2; kill "$pid"; exit 1; }
-  python3 - "$port" "$work/subject_ids.txt" "$n" <<'PY'
+  python3 - "$port" "$work/subject_ids.txt" "$n" "${CORS:+http://bench.example}" <<'PY'
 import http.client, random, sys
 port, ids_file, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+headers = {"Authorization": "Bearer bench-token", **({"Origin": sys.argv[4]} if sys.argv[4] else {})}
 ids = [l.strip() for l in open(ids_file) if l.strip()]
 random.seed(1)
 c = http.client.HTTPConnection("127.0.0.1", port)
 for _ in range(n):
-    c.request("GET", "/v1/subjects/" + random.choice(ids), headers={"Authorization": "Bearer bench-token"})
+    c.request("GET", "/v1/subjects/" + random.choice(ids), headers=headers)
     r = c.getresponse(); r.read()
     assert r.status == 200, r.status
 PY

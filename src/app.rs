@@ -57,14 +57,19 @@ impl App {
         if let Some(base) = &self.public_url {
             return Ok(base.clone());
         }
-        // One `Host` line: with two, a proxy could read the other and links would name a host
-        // it did not ask for (RFC 9112, 3.2).
-        let mut hosts = headers.get_all("host").iter();
-        let host = match (hosts.next(), hosts.next()) {
-            (Some(h), None) => h.to_str().ok(),
-            _ => None,
-        };
-        host.and_then(|h| Base::new("http", h)).ok_or_else(invalid_host)
+        host(headers)?.and_then(|h| Base::new("http", h)).ok_or_else(invalid_host)
+    }
+}
+
+/// The request's `Host`, if it has one: two `Host` lines, or one that is not a host name or
+/// address with an optional port, are refused (RFC 9112 §3.2: with two, a proxy could read the
+/// other, and links would name a host it did not ask for).
+pub fn host(headers: &HeaderMap) -> Result<Option<&str>, Error> {
+    let mut hosts = headers.get_all(warp::http::header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (None, _) => Ok(None),
+        (Some(h), None) => h.to_str().ok().filter(|h| Base::is_authority(h)).map(Some).ok_or_else(invalid_host),
+        (Some(_), Some(_)) => Err(invalid_host()),
     }
 }
 

@@ -4,12 +4,11 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use futures_util::FutureExt;
-use warp::http::header::HOST;
 use warp::http::{HeaderMap, Method, StatusCode};
 use warp::path::FullPath;
 use warp::reply::Response;
 
-use super::conditional::{if_none_match, not_modified, with_tag, IfMatch};
+use super::conditional::{if_none_match, not_modified, revalidated_tag, with_tag, IfMatch};
 use super::read::{self, current_tag, parse_id, render_one, render_tagged};
 use super::reply::options;
 use super::reply::{check_accept, check_content_type, created, document, error_reply, no_content, read_body};
@@ -36,14 +35,9 @@ pub async fn dispatch(
     body: BodyStream,
     app: Arc<App>,
 ) -> Response {
-    // Two `Host` lines, or one that is not a host, are a 400 whatever the request (RFC 9112
-    // §3.2), not only where links are built from the host.
-    let valid = |h: &warp::http::HeaderValue| h.to_str().ok().and_then(|h| Base::new("http", h)).is_some();
-    let mut hosts = headers.get_all(HOST).iter();
-    match (hosts.next(), hosts.next()) {
-        (Some(_), Some(_)) => return error_reply(&crate::app::invalid_host()),
-        (Some(h), None) if !valid(h) => return error_reply(&crate::app::invalid_host()),
-        _ => {}
+    // Whatever the request, not only where links are built from the host.
+    if let Err(e) = crate::app::host(&headers) {
+        return error_reply(&e);
     }
     match route {
         Some(route) => answer(caller.as_ref(), route, Req { method, path, query, headers, body }, app).await,
@@ -110,16 +104,17 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
                 .db
                 .read(move |tx| {
                     let read = |tx: &mut dyn Tx| render_tagged(tx, &base, &url, rt, &q, &id, inm.as_deref());
-                    if q.include.is_empty() {
-                        read(tx)
-                    } else {
-                        snapshot(tx, read)
-                    }
+                    let (tag, body) = if q.include.is_empty() { read(tx)? } else { snapshot(tx, read)? };
+                    // A 304 names the validator that matched (see `revalidated_tag`).
+                    Ok(match body {
+                        Some(_) => (tag, body),
+                        None => (revalidated_tag(&tag, inm.as_deref()), None),
+                    })
                 })
                 .await?;
             Ok(match body {
                 Some(body) => with_tag(document(StatusCode::OK, body), &tag),
-                None => not_modified(&tag, if_none_match(&req.headers, app.web.compression).as_deref()),
+                None => not_modified(&tag),
             })
         }
         Method::PATCH => {

@@ -122,11 +122,6 @@ fn in_memory<B: http_body::Body<Data = bytes::Bytes>>(body: B) -> Option<bytes::
 fn encoded(headers: &mut HeaderMap, coding: Coding) {
     headers.insert(CONTENT_ENCODING, HeaderValue::from_static(coding.name()));
     headers.remove(CONTENT_LENGTH);
-    coded_tag(headers, coding);
-}
-
-/// The tag in `headers` with the suffix of `coding` appended.
-fn coded_tag(headers: &mut HeaderMap, coding: Coding) {
     let tag = headers.get(ETAG).and_then(|t| t.to_str().ok()).and_then(|t| t.strip_suffix('"'));
     if let Some(v) = tag.and_then(|t| HeaderValue::from_str(&format!("{t}{}\"", coding.tag_suffix())).ok()) {
         headers.insert(ETAG, v);

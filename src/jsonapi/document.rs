@@ -17,9 +17,7 @@ pub struct Base(String);
 impl Base {
     /// The base for `scheme://authority`; `None` when the authority holds unexpected characters.
     pub fn new(scheme: &str, authority: &str) -> Option<Base> {
-        let ok = !authority.is_empty()
-            && authority.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b))
-            && (scheme == "http" || scheme == "https");
+        let ok = Base::is_authority(authority) && (scheme == "http" || scheme == "https");
         // Built by hand: this runs for every request, and `format!` costs several times more.
         ok.then(|| {
             let mut base = String::with_capacity(scheme.len() + authority.len() + 6);
@@ -28,6 +26,10 @@ impl Base {
             }
             Base(base)
         })
+    }
+    /// Whether `authority` is a host name or address with an optional port, as links may hold.
+    pub fn is_authority(authority: &str) -> bool {
+        !authority.is_empty() && authority.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b))
     }
     pub fn as_str(&self) -> &str {
         &self.0

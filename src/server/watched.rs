@@ -168,13 +168,8 @@ fn absolute_form<B>(req: &mut Request<B>) {
     let Some(authority) = req.uri().authority().and_then(|a| warp::http::HeaderValue::from_str(a.as_str()).ok()) else {
         return;
     };
-    if req.version() < warp::http::Version::HTTP_2 {
-        let mut hosts = req.headers().get_all(HOST).iter();
-        let valid =
-            |h: &warp::http::HeaderValue| h.to_str().is_ok_and(|h| h.parse::<warp::http::uri::Authority>().is_ok());
-        if !matches!((hosts.next(), hosts.next()), (Some(h), None) if valid(h)) {
-            return;
-        }
+    if req.version() < warp::http::Version::HTTP_2 && !matches!(crate::app::host(req.headers()), Ok(Some(_))) {
+        return;
     }
     req.headers_mut().insert(HOST, authority);
 }
