@@ -4,7 +4,8 @@ the limit (a hand-tuned warp + rusqlite program serving only W1) and the peer (t
 django-rest-framework-json-api + gunicorn), all in one run, so that ratios are taken between
 figures measured side by side on the same, noisy machine. When PostgreSQL's server binaries are
 installed, coursed on PostgreSQL (and the peer on the same throwaway cluster) are measured in the
-same rounds (see pg.py).
+same rounds (see pg.py), and so is PostgreSQL alone writing W4's and W5's rows through pgbench,
+with no HTTP server in front of it (see pgalone.py).
 
 coursed also serves variants of those, measured on the same server right after the workload they
 vary, for same-run ratios: W6 (W1 revalidated with If-None-Match, every answer a 304), W2z and W3z
@@ -24,6 +25,7 @@ import sys
 import time
 
 import pg
+from pgalone import PgAlone
 from procs import memory_kib
 from servers import Server, log, run
 from workloads import BASE, CORS_ORIGIN, COURSED, COURSED_PG, TOKEN, first_id, workload_env, wrk
@@ -154,15 +156,20 @@ def measure(args, servers, results, work, out, data_dir):
                 s.start(os.path.join(out, f"{s.name}.r{rnd}.log"), probe)
                 for w in s.workloads:
                     tag = f"{s.name}.r{rnd}"
-                    r = wrk(s, w, args, data_dir, out, tag, workload_env(s, w, data_dir, out, tag))
+                    if isinstance(s, PgAlone):
+                        r = s.measure(w, args, out, tag)
+                    else:
+                        r = wrk(s, w, args, data_dir, out, tag, workload_env(s, w, data_dir, out, tag))
                     r.update(round=rnd, server=s.name, workload=w)
                     results["rounds"].append(r)
                     db = f" + db {r['db_cpu_us_per_req']} us" if r["db_cpu_us_per_req"] is not None else ""
-                    log(f"   {w:3} {r['rps']:10.1f} req/s  p50 {r['p50_ms']:7.2f} ms  p99 {r['p99_ms']:7.2f} ms  "
+                    ms = lambda k: "      -" if r[k] is None else f"{r[k]:7.2f}"
+                    log(f"   {w:3} {r['rps']:10.1f} req/s  p50 {ms('p50_ms')} ms  p99 {ms('p99_ms')} ms  "
                         f"non-{r['expect']} {r['non2xx']}  cpu/req {r['cpu_us_per_req']} us{db}  "
                         f"{r['bytes_per_req']} B/req  busy {r['machine_busy_pct']}%")
-                hwm, anon = memory_kib(s.proc.pid)
-                results["memory"].append({"round": rnd, "server": s.name, "vmhwm_kib": hwm, "rss_anon_kib": anon})
+                if s.proc:
+                    hwm, anon = memory_kib(s.proc.pid)
+                    results["memory"].append({"round": rnd, "server": s.name, "vmhwm_kib": hwm, "rss_anon_kib": anon})
             finally:
                 s.stop()
 
@@ -202,6 +209,11 @@ def pg_servers(args, cluster, pristine, peers):
                       workloads=COURSED_PG, prepare=lambda: cluster.fresh("coursed_work", "coursed_pristine"),
                       db_ticks=cluster.cpu_ticks)
     made = [coursed_pg]
+    if os.path.exists(os.path.join(cluster.bin, "pgbench")):
+        sizes = PgAlone.setup(cluster, "coursed_pristine")
+        made.append(lambda: PgAlone(cluster, sizes))
+    else:
+        log("no pgbench beside PostgreSQL's server binaries: pg-alone (what PostgreSQL writes by itself) is skipped")
     if peers:
         env = {"DRF_PG": cluster.admin_url()}
         run(["bash", os.path.join(args.shared, "peers", "drf", "setup.sh")], env={**os.environ, **env})

@@ -84,6 +84,30 @@ def compression(rows, rounds, servers):
             "|---|---|---:|---:|---:|---:|---:|---:|"] + lines
 
 
+def alone(rows, rounds):
+    """The informational table of what PostgreSQL writes by itself (pgalone.py), as lines."""
+    lines = []
+    for w in ("W4", "W5"):
+        got = lambda s, k="rps": med([r[k] for r in rows if r["server"] == s and r["workload"] == w and r.get(k) is not None])
+        if got("pg-alone") is None:
+            continue
+        over_peer = ratio(rows, rounds, w, "pg-alone", w, "peer-pg")
+        share = ratio(rows, rounds, w, "coursed-pg", w, "pg-alone")
+        db = lambda s: got(s, "db_cpu_us_per_req") or "-"
+        lines.append(f"| {w} | {got('pg-alone'):.0f} | {f'{over_peer[0]:.2f}' if over_peer else '-'} "
+                     f"| {f'{share[0]:.2f}' if share else '-'} | {db('pg-alone')} / {db('coursed-pg')} "
+                     f"| {got('pg-alone', 'machine_busy_pct')} |")
+    if not lines:
+        return []
+    return ["What PostgreSQL writes by itself (information, no target): pg-alone is pgbench writing W4's and W5's rows "
+            "into coursed's schema (its triggers and search index), 8 a transaction from 16 clients, with no HTTP server "
+            "and no coursed (in the table above, its server CPU is pgbench's own). coursed on PostgreSQL cannot write faster "
+            "than that on the same machine.\n",
+            "| workload | pg-alone rows/s | pg-alone / peer-pg | coursed-pg / pg-alone "
+            "| PostgreSQL CPU µs/row: alone / under coursed-pg | machine busy % (alone) |",
+            "|---|---:|---:|---:|---:|---:|"] + lines
+
+
 def main(path):
     res = json.load(open(path))
     rows = res["rounds"]
@@ -104,7 +128,8 @@ def main(path):
             if not rps:
                 continue
             per = " / ".join(f"{x:.0f}" for x in rps)
-            print(f"| {w} | {s} | **{med(rps):.0f}** ({per}) | {med(pick(s, w, 'p50_ms')):.2f} | {med(pick(s, w, 'p99_ms')):.2f} "
+            ms = lambda k: "-" if None in pick(s, w, k) else f"{med(pick(s, w, k)):.2f}"
+            print(f"| {w} | {s} | **{med(rps):.0f}** ({per}) | {ms('p50_ms')} | {ms('p99_ms')} "
                   f"| {sum(pick(s, w, 'non2xx'))} | {med([x for x in pick(s, w, 'cpu_us_per_req') if x is not None]) or '-'} "
                   f"| {med([x for x in pick(s, w, 'db_cpu_us_per_req') if x is not None]) or '-'} "
                   f"| {med(pick(s, w, 'machine_busy_pct'))} |")
@@ -150,6 +175,10 @@ def main(path):
         print("|---|---|---:|---:|---|")
         print("\n".join(verdicts))
         print()
+    table = alone(rows, rounds)
+    if table:
+        print("\n".join(table))
+        print()
     table = compression(rows, rounds, servers)
     if table:
         print("\n".join(table))
@@ -158,6 +187,8 @@ def main(path):
     print("|---|---:|---:|")
     for s in servers:
         xs = [x for x in res["memory"] if x["server"] == s]
+        if not xs:
+            continue
         hwm = " / ".join(str(x["vmhwm_kib"] // 1024) for x in xs)
         anon = " / ".join("%.1f" % (x["rss_anon_kib"] / 1024) for x in xs)
         print(f"| {s} | {hwm} | {anon} |")

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
-# How far W4 (creates) can go on this machine without what coursed promises of a write: the
-# same build in four configurations, alternating, each on a fresh copy of one generated
-# catalogue, `wrk -t1 -c16` (W4's script) for DUR seconds after a second of warm-up:
+# How far W4 (creates) or W5 (title updates) can go on this machine without what coursed promises
+# of a write: the same build in four configurations, alternating, each on a fresh copy of one
+# generated catalogue, `wrk -t1 -c16` (the workload's script) for DUR seconds after a second of
+# warm-up:
 #
 #   shipped     as it is
 #   no-index    the search indexes' triggers dropped (the writer then indexes nothing)
 #   normal      --durability normal (a commit is not flushed before its answer)
 #   neither     both: what the peer does
 #
-#   bench/w4-bounds.sh [BIN]     (default target/release/coursed; ROUNDS=2, DUR=8)
+#   bench/write-bounds.sh [BIN]     (default target/release/coursed; WORKLOAD=W4 or W5, ROUNDS=2, DUR=8)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . bench/port.sh
@@ -16,6 +17,11 @@ command -v wrk >/dev/null || { sudo=$([ "$(id -u)" = 0 ] || echo sudo); $sudo ap
 bin=${1:-target/release/coursed}
 rounds=${ROUNDS:-2}
 dur=${DUR:-8}
+case ${WORKLOAD:-W4} in
+  W4) script=bench/load/w4_create_subject.lua ;;
+  W5) script=bench/load/w5_patch_subject.lua ;;
+  *) echo "WORKLOAD is W4 or W5" >&2; exit 2 ;;
+esac
 work=$(mktemp -d)
 pid=
 trap '[ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$work"' EXIT
@@ -45,10 +51,9 @@ for r in $(seq "$rounds"); do
       >"$work/server.log" 2>&1 &
     pid=$!
     port=$(port_of "$work/server.log")
-    script=bench/load/w4_create_subject.lua
     BENCH_DATA=$work wrk -t1 -c16 -d1s -s "$script" "http://127.0.0.1:$port" >/dev/null 2>&1
     rps=$(BENCH_DATA=$work wrk -t1 -c16 -d"${dur}s" -s "$script" "http://127.0.0.1:$port" | awk '/Requests\/sec/ {print $2}')
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
-    echo "round $r  $config  $rps req/s"
+    echo "${WORKLOAD:-W4}  round $r  $config  $rps req/s"
   done
 done
