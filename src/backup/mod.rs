@@ -20,11 +20,11 @@ pub fn backup(database: &str, output: &Path, force: bool) -> Result<Counts, Stri
     if output.is_dir() {
         return Err(format!("{} is a folder; name the backup file", output.display()));
     }
+    if !is_postgres_url(database) && same_file(Path::new(database), output) {
+        return Err("--output names the database itself; name the backup file".into());
+    }
     if output.exists() && !force {
         return Err(format!("{} exists; choose another name or pass --force to replace it", output.display()));
-    }
-    if !is_postgres_url(database) && same_file(Path::new(database), output) {
-        return Err("--output names the database itself".into());
     }
     let partial = partial_path(output);
     remove_with_sidecars(&partial);

@@ -101,7 +101,7 @@ pub struct ServeArgs {
     pub log_level: log::LevelFilter,
 
     /// Serve a throw-away in-memory demo catalogue instead of --database (the mock server).
-    #[arg(long, env = "COURSED_MOCK")]
+    #[arg(long, env = "COURSED_MOCK", value_parser = clap::builder::BoolishValueParser::new())]
     pub mock: bool,
 
     /// full: a 2xx write survives power loss (fsync per commit group); normal: it survives a
@@ -127,7 +127,7 @@ pub struct ServeArgs {
     /// Refuse (428) a PATCH or DELETE of a resource, or a write to a relationship, that does
     /// not carry If-Match with the ETag the client read (or *): no edit can overwrite another
     /// unseen.
-    #[arg(long, env = "COURSED_REQUIRE_IF_MATCH")]
+    #[arg(long, env = "COURSED_REQUIRE_IF_MATCH", value_parser = clap::builder::BoolishValueParser::new())]
     pub require_if_match: bool,
 
     /// Write scheduled backups into this folder (created if missing): coursed-<UTC time>.db,

@@ -17,7 +17,7 @@ use serde::Deserialize;
 pub use self::copy::{copy, copy_with};
 use self::rng::Rng;
 use crate::resources::{CHAPTERS, MODULES, SUBJECTS};
-use crate::store::bulk::{Counts, Loader};
+use crate::store::bulk::{Counts, Loader, Target};
 use crate::store::{DbError, Value};
 
 /// What `generate` makes.
@@ -72,6 +72,31 @@ struct ChapterRow {
     subject: String,
 }
 
+impl Dataset {
+    /// Every id and every reference written as the API writes ids (lower-case, hyphenated), or
+    /// an error naming the first that is not a UUID (the API could never reach such a row).
+    fn normalize_ids(&mut self) -> Result<(), String> {
+        fn uuid(at: String, id: &mut String) -> Result<(), String> {
+            *id = crate::jsonapi::query::normalize_id(id).ok_or_else(|| format!("{at} is {id:?}, not a UUID"))?;
+            Ok(())
+        }
+        for (i, m) in self.modules.iter_mut().enumerate() {
+            uuid(format!("modules[{i}].id"), &mut m.id)?;
+        }
+        for (i, s) in self.subjects.iter_mut().enumerate() {
+            uuid(format!("subjects[{i}].id"), &mut s.id)?;
+            if let Some(module) = &mut s.module {
+                uuid(format!("subjects[{i}].module"), module)?;
+            }
+        }
+        for (i, c) in self.chapters.iter_mut().enumerate() {
+            uuid(format!("chapters[{i}].id"), &mut c.id)?;
+            uuid(format!("chapters[{i}].subject"), &mut c.subject)?;
+        }
+        Ok(())
+    }
+}
+
 fn text(s: &str) -> Value {
     Value::Text(s.to_owned())
 }
@@ -80,10 +105,11 @@ fn text(s: &str) -> Value {
 /// its order within its subject in the file.
 pub fn load(database: &str, file: &Path, ids_dir: Option<&Path>) -> Result<Counts, String> {
     let bytes = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    let data: Dataset =
+    let mut data: Dataset =
         serde_json::from_slice(&bytes).map_err(|e| format!("{} is not a dataset: {e}", file.display()))?;
+    data.normalize_ids().map_err(|e| format!("{} is not a dataset: {e}", file.display()))?;
     let now = Value::Time(crate::time::now_ms());
-    let counts = crate::store::bulk(database, false, crate::store::COMMAND_WAIT, |tx| {
+    let counts = crate::store::bulk_into(database, Target::empty(), crate::store::COMMAND_WAIT, |tx| {
         let mut w = Loader::new(tx);
         let mut fill = || -> Result<(), DbError> {
             for m in &data.modules {
@@ -152,7 +178,7 @@ pub fn generate(database: &str, shape: Shape, ids_dir: Option<&Path>) -> Result<
     };
     let mut modules = Vec::new();
     let mut subjects = Vec::new();
-    let counts = crate::store::bulk(database, false, crate::store::COMMAND_WAIT, |tx| {
+    let counts = crate::store::bulk_into(database, Target::empty(), crate::store::COMMAND_WAIT, |tx| {
         let mut w = Loader::new(tx);
         let mut fill = || -> Result<(), DbError> {
             for m in 0..shape.modules {
@@ -228,4 +254,47 @@ pub(crate) fn progress_bar(total: u64, template: &str) -> ProgressBar {
         bar.set_style(style);
     }
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dataset(json: &str) -> Dataset {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn ids_are_written_as_the_api_writes_them_and_anything_else_is_refused() {
+        let mut d = dataset(
+            r#"{"modules": [{"id": "0191A3B4-0000-7000-8000-00000000000A", "title": "M"}],
+                "subjects": [{"id": "0191a3b4000070008000000000000001", "title": "S",
+                              "module": "0191A3B4-0000-7000-8000-00000000000A"}],
+                "chapters": [{"id": "0191a3b4-0000-7000-8000-000000000002", "title": "C",
+                              "subject": "0191A3B4-0000-7000-8000-000000000001"}]}"#,
+        );
+        d.normalize_ids().unwrap();
+        assert_eq!(d.modules[0].id, "0191a3b4-0000-7000-8000-00000000000a");
+        assert_eq!(d.subjects[0].id, "0191a3b4-0000-7000-8000-000000000001");
+        assert_eq!(d.subjects[0].module.as_deref(), Some("0191a3b4-0000-7000-8000-00000000000a"));
+        assert_eq!(d.chapters[0].subject, "0191a3b4-0000-7000-8000-000000000001");
+
+        let mut bad = dataset(
+            r#"{"modules": [], "subjects": [{"id": "0191a3b4-0000-7000-8000-000000000001", "title": "S"}],
+                "chapters": [{"id": "0191a3b4-0000-7000-8000-000000000002", "title": "C", "subject": "s-1"}]}"#,
+        );
+        assert_eq!(bad.normalize_ids().unwrap_err(), r#"chapters[0].subject is "s-1", not a UUID"#);
+    }
+
+    #[test]
+    fn a_dataset_with_an_id_that_is_not_a_uuid_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("d.json");
+        std::fs::write(&file, r#"{"modules": [{"id": "not-a-uuid", "title": "M"}], "subjects": [], "chapters": []}"#)
+            .unwrap();
+        let db = dir.path().join("x.db");
+        let err = load(db.to_str().unwrap(), &file, None).unwrap_err();
+        assert!(err.ends_with(r#"is not a dataset: modules[0].id is "not-a-uuid", not a UUID"#), "{err}");
+        assert!(!db.exists(), "nothing is created for a dataset that is refused");
+    }
 }

@@ -44,10 +44,18 @@ impl Target {
         }
     }
 
+    /// A target that must hold no resources, for a command that offers no way around that.
+    pub fn empty() -> Target {
+        Target { hint: "", ..Target::new(false) }
+    }
+
     /// Checks the resources `existing` a target holds; returns whether to remove them first.
     pub fn clear_first(&self, name: &str, existing: u64) -> Result<bool, String> {
         match self.existing {
             _ if existing == 0 => Ok(false),
+            Existing::Refuse if self.hint.is_empty() => {
+                Err(format!("{name} already holds {existing} resources; use an empty database"))
+            }
             Existing::Refuse => {
                 Err(format!("{name} already holds {existing} resources; use an empty database ({})", self.hint))
             }

@@ -88,8 +88,11 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 64 || !name.chars().all(allowed) {
         return Err(format!("{name:?} is not a token name: use 1 to 64 letters, digits, '.', '_', '-' or '@'"));
     }
-    if name == CONFIGURED || name == BOOTSTRAP {
+    if name == CONFIGURED {
         return Err(format!("{name:?} names the configured tokens in logs; choose another name"));
+    }
+    if name == BOOTSTRAP {
+        return Err(format!("{name:?} names the token generated at the first start in logs; choose another name"));
     }
     Ok(())
 }

@@ -103,9 +103,13 @@ fn a_backup_refuses_to_overwrite_a_file_unless_forced_and_never_writes_over_its_
     let forced = backup(database, &output, &["--force"]);
     assert!(forced.status.success(), "{forced:?}");
     assert_eq!(checked_subject_ids(&output).len(), 4);
-    let onto_itself = backup(database, Path::new(database), &["--force"]);
-    assert!(!onto_itself.status.success());
-    assert!(String::from_utf8_lossy(&onto_itself.stderr).contains("the database itself"), "{onto_itself:?}");
+    // Onto the database itself, with --force or without: refused, and never told to use --force.
+    for flags in [&[][..], &["--force"]] {
+        let onto_itself = backup(database, Path::new(database), flags);
+        assert!(!onto_itself.status.success());
+        let said = String::from_utf8_lossy(&onto_itself.stderr);
+        assert!(said.contains("the database itself") && !said.contains("--force"), "{onto_itself:?}");
+    }
     let missing = backup(dir.path().join("nothing.db").to_str().unwrap(), &dir.path().join("x.db"), &[]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("there is no database"), "{missing:?}");
 }

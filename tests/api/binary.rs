@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::process::{create_concurrently, db_path, new_subject, Server};
+use crate::process::{create_concurrently, db_path, new_subject, Server, Starting};
 
 #[test]
 fn the_binary_serves_on_a_free_port_and_exits_cleanly_on_sigterm() {
@@ -77,6 +77,35 @@ fn mock_mode_serves_a_demo_catalogue_and_forgets_writes() {
     drop(server);
     let server = Server::start(&["--mock", "--token", "tok"]);
     assert_eq!(total(&server), before - 1, "the write vanished with the process");
+}
+
+#[test]
+fn on_off_settings_read_from_the_environment_take_the_usual_spellings() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db_path(dir.path());
+    for (on, off) in [("on", "off"), ("yes", "no"), ("1", "0"), ("true", "false")] {
+        for (value, mock) in [(on, true), (off, false)] {
+            let env = [("COURSED_MOCK", value), ("COURSED_REQUIRE_IF_MATCH", value)];
+            let server = Starting::spawn_with(&["--database", &db, "--token", "tok"], &env).ready().unwrap();
+            let (status, body) = server.call("GET", "/v1/subjects", "tok", None);
+            assert_eq!(status, 200);
+            let subjects = body["data"].as_array().unwrap();
+            assert_eq!(!subjects.is_empty(), mock, "COURSED_MOCK={value}: {body}");
+            if let Some(subject) = subjects.first() {
+                let path = format!("/v1/subjects/{}", subject["id"].as_str().unwrap());
+                let patch = json!({"data": {"type": "subjects", "id": subject["id"], "attributes": {"title": "x"}}});
+                // COURSED_REQUIRE_IF_MATCH=on: a write without If-Match is refused.
+                assert_eq!(server.call("PATCH", &path, "tok", Some(&patch)).0, 428, "COURSED_REQUIRE_IF_MATCH={value}");
+            }
+        }
+    }
+    let refused = Command::new(env!("CARGO_BIN_EXE_coursed"))
+        .args(["serve", "--port", "0", "--database", &db, "--token", "tok"])
+        .env("COURSED_MOCK", "maybe")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("invalid value 'maybe'"), "{refused:?}");
 }
 
 #[test]

@@ -114,6 +114,9 @@ async fn both_engines_answer_the_same_bytes_and_copy_carries_a_catalogue_there_a
     let (s, p, b) = (sqlite.clone(), pg.clone(), back.clone());
     let results = tokio::task::spawn_blocking(move || {
         let loaded = coursed::dataset::load(&s, &file, None).unwrap();
+        // `load` has no way around a target that holds resources, and says nothing of one.
+        let reload = coursed::dataset::load(&s, &file, None).unwrap_err();
+        assert!(reload.ends_with("already holds 111 resources; use an empty database"), "{reload}");
         let there = coursed::dataset::copy(&s, &p, false).unwrap();
         let again = coursed::dataset::copy(&s, &p, false).unwrap_err();
         let replaced = coursed::dataset::copy(&s, &p, true).unwrap();
@@ -125,7 +128,7 @@ async fn both_engines_answer_the_same_bytes_and_copy_carries_a_catalogue_there_a
     let (loaded, there, again, replaced, back_counts) = results;
     assert_eq!(loaded.to_string(), "11 modules, 40 subjects, 60 chapters");
     assert_eq!((there, replaced, back_counts), (loaded, loaded, loaded));
-    assert!(again.contains("already holds 111 resources"), "{again}");
+    assert!(again.contains("already holds 111 resources") && again.contains("--replace"), "{again}");
 
     let on_sqlite = TestApp::open(Engine::Sqlite, &sqlite).await.unwrap();
     let on_postgres = TestApp::open(Engine::Postgres, &pg).await.unwrap();

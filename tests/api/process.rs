@@ -81,12 +81,18 @@ pub struct Starting {
 impl Starting {
     /// Starts `coursed serve` with `args`, at log level `warn` unless they say otherwise.
     pub fn spawn(args: &[&str]) -> Starting {
+        Starting::spawn_with(args, &[])
+    }
+
+    /// [`Starting::spawn`], with these environment variables set.
+    pub fn spawn_with(args: &[&str], env: &[(&str, &str)]) -> Starting {
         let quiet: &[&str] = if args.contains(&"--log-level") { &[] } else { &["--log-level", "warn"] };
         let mut child = Command::new(env!("CARGO_BIN_EXE_coursed"))
             .args(["serve", "--host", "127.0.0.1", "--port", "0"])
             .args(quiet)
             .args(args)
             .env_remove("COURSED_TOKENS")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
