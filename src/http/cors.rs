@@ -66,7 +66,13 @@ impl Cors {
             return;
         }
         let h = r.headers_mut();
-        h.append(VARY, HeaderValue::from_static("Origin"));
+        // One line for both when compression said its part: a second value costs the header
+        // map an allocation and the response a line.
+        if h.get(VARY).is_some_and(|v| v == "Accept-Encoding") {
+            h.insert(VARY, HeaderValue::from_static("Accept-Encoding, Origin"));
+        } else {
+            h.append(VARY, HeaderValue::from_static("Origin"));
+        }
         let Some(origin) = origin.filter(|o| o.to_str().is_ok_and(|o| self.admits(o))) else { return };
         h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
         // A preflight of a path that exists gets its permissions; any other answer (a
@@ -99,5 +105,22 @@ mod tests {
         assert!(cors.admits("https://app.example"));
         assert!(!cors.admits("https://app.example.evil"));
         assert!(!Cors::default().enabled());
+    }
+
+    #[test]
+    fn vary_says_origin_once_beside_what_compression_said() {
+        let cors = Cors::new(&["https://app.example".into()]).unwrap();
+        let origin = HeaderValue::from_static("https://app.example");
+        let vary = |before: Option<&'static str>| {
+            let mut r = Response::new(Default::default());
+            if let Some(v) = before {
+                r.headers_mut().insert(VARY, HeaderValue::from_static(v));
+            }
+            cors.apply(Some(&origin), false, &mut r);
+            r.headers().get_all(VARY).iter().map(|v| v.to_str().unwrap().to_owned()).collect::<Vec<_>>()
+        };
+        assert_eq!(vary(Some("Accept-Encoding")), ["Accept-Encoding, Origin"]);
+        assert_eq!(vary(None), ["Origin"]);
+        assert_eq!(vary(Some("Accept")), ["Accept", "Origin"]);
     }
 }
