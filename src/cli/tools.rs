@@ -22,7 +22,7 @@ pub struct TokenCreateArgs {
     /// The database: a SQLite file (created if missing) or a postgres:// URL.
     #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
     pub database: String,
-    /// A unique name for the token (1 to 64 letters, digits, '.', '_', '-', '@'); logs name it.
+    /// A unique name for the token (1 to 64 ASCII letters, digits, '.', '_', '-', '@'); logs name it.
     #[arg(long)]
     pub name: String,
     /// read: GET and HEAD only (writes get 403); write: everything the API offers; admin:

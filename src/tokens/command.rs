@@ -81,12 +81,12 @@ pub fn table(tokens: &[Listed], now: i64) -> String {
     out
 }
 
-/// A token name: 1 to 64 letters, digits, `.`, `_`, `-` or `@`, other than the names of the
+/// A token name: 1 to 64 ASCII letters, digits, `.`, `_`, `-` or `@`, other than the names of the
 /// configured tokens (so that a log line names one token).
 pub fn check_name(name: &str) -> Result<(), String> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '@');
     if name.is_empty() || name.len() > 64 || !name.chars().all(allowed) {
-        return Err(format!("{name:?} is not a token name: use 1 to 64 letters, digits, '.', '_', '-' or '@'"));
+        return Err(format!("{name:?} is not a token name: use 1 to 64 ASCII letters, digits, '.', '_', '-' or '@'"));
     }
     if name == CONFIGURED {
         return Err(format!("{name:?} names the configured tokens in logs; choose another name"));
