@@ -6,11 +6,16 @@
 fn main() {
     println!("cargo:rerun-if-env-changed=LIBSQLITE3_FLAGS");
     let flags = std::env::var("LIBSQLITE3_FLAGS").unwrap_or_default();
-    if !flags.split_whitespace().any(|f| f == "-DSQLITE_ENABLE_SNAPSHOT") {
-        println!(
-            "cargo:warning=LIBSQLITE3_FLAGS lacks -DSQLITE_ENABLE_SNAPSHOT: run cargo from the coursed \
-             repository's folder, where .cargo/config.toml sets SQLite's build options (or set \
-             LIBSQLITE3_FLAGS as that file does)"
+    // As libsqlite3-sys reads them: with or without `-D`, with or without `=value`.
+    let snapshot = flags.split_whitespace().any(|f| {
+        let name = f.strip_prefix("-D").unwrap_or(f);
+        name.split('=').next() == Some("SQLITE_ENABLE_SNAPSHOT")
+    });
+    if !snapshot {
+        eprintln!(
+            "LIBSQLITE3_FLAGS lacks SQLITE_ENABLE_SNAPSHOT: run cargo from the coursed repository's \
+             folder, where .cargo/config.toml sets SQLite's build options (or set LIBSQLITE3_FLAGS \
+             as that file does)"
         );
         std::process::exit(1);
     }

@@ -100,7 +100,7 @@ def alone(rows, rounds):
     if not lines:
         return []
     return ["What PostgreSQL writes by itself (information, no target): pg-alone is pgbench writing W4's and W5's rows "
-            "into coursed's schema (its triggers and search index), 8 a transaction from 16 clients, with no HTTP server "
+            "into coursed's schema (its triggers and search index), 8 a transaction from as many clients as wrk's connections, with no HTTP server "
             "and no coursed (in the table above, its server CPU is pgbench's own). coursed on PostgreSQL cannot write faster "
             "than that on the same machine.\n",
             "| workload | pg-alone rows/s | pg-alone / peer-pg | coursed-pg / pg-alone "

@@ -52,8 +52,12 @@ for r in $(seq "$rounds"); do
     pid=$!
     port=$(port_of "$work/server.log")
     BENCH_DATA=$work wrk -t1 -c16 -d1s -s "$script" "http://127.0.0.1:$port" >/dev/null 2>&1
-    rps=$(BENCH_DATA=$work wrk -t1 -c16 -d"${dur}s" -s "$script" "http://127.0.0.1:$port" | awk '/Requests\/sec/ {print $2}')
+    result=$(BENCH_DATA=$work wrk -t1 -c16 -d"${dur}s" -s "$script" "http://127.0.0.1:$port" | grep '^RESULT ')
     kill "$pid"; wait "$pid" 2>/dev/null || true; pid=
+    rps=$(sed -n 's/.* rps=\([0-9.]*\).*/\1/p' <<<"$result")
+    bad=$(sed -n 's/.* non2xx=\([0-9]*\).*/\1/p' <<<"$result")
+    # A failed write is no throughput: stop instead of counting it.
+    [ "${bad:-1}" = 0 ] || { echo "${WORKLOAD:-W4} $config: ${bad:-?} answers outside 2xx" >&2; exit 1; }
     echo "${WORKLOAD:-W4}  round $r  $config  $rps req/s"
   done
 done

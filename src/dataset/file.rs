@@ -60,13 +60,13 @@ impl Dataset {
     /// first id two rows of one type share, or the first reference to no row of the file.
     fn check_ids(&mut self) -> Result<(), String> {
         self.normalize_ids()?;
-        let mut seen = HashSet::new();
+        let mut seen = std::collections::HashMap::new();
         let rows = (self.modules.iter().enumerate().map(|(i, m)| ("modules", i, &m.id)))
             .chain(self.subjects.iter().enumerate().map(|(i, s)| ("subjects", i, &s.id)))
             .chain(self.chapters.iter().enumerate().map(|(i, c)| ("chapters", i, &c.id)));
         for (kind, i, id) in rows {
-            if !seen.insert((kind, id.as_str())) {
-                return Err(format!("{kind}[{i}].id is {id:?}, the id of an earlier one of the {kind}"));
+            if let Some(first) = seen.insert((kind, id.as_str()), i) {
+                return Err(format!("{kind}[{i}].id is the id of {kind}[{first}] ({id})"));
             }
         }
         let modules: HashSet<&str> = self.modules.iter().map(|m| m.id.as_str()).collect();
@@ -197,7 +197,7 @@ mod tests {
                         {"id": "0191A3B4-0000-7000-8000-000000000001", "title": "T"}], "chapters": []}"#;
         assert_eq!(
             dataset(twice).check_ids().unwrap_err(),
-            r#"subjects[1].id is "0191a3b4-0000-7000-8000-000000000001", the id of an earlier one of the subjects"#
+            "subjects[1].id is the id of subjects[0] (0191a3b4-0000-7000-8000-000000000001)"
         );
         let dangling = r#"{"modules": [], "subjects": [{"id": "0191a3b4-0000-7000-8000-000000000001", "title": "S",
                            "module": "0191a3b4-0000-7000-8000-0000000000ff"}], "chapters": []}"#;

@@ -68,7 +68,11 @@ impl Cors {
         let h = r.headers_mut();
         // One line for both when compression said its part: a second value costs the header
         // map an allocation and the response a line.
-        if h.get(VARY).is_some_and(|v| v == "Accept-Encoding") {
+        let only_accept_encoding = {
+            let mut vary = h.get_all(VARY).iter();
+            vary.next().is_some_and(|v| v == "Accept-Encoding") && vary.next().is_none()
+        };
+        if only_accept_encoding {
             h.insert(VARY, HeaderValue::from_static("Accept-Encoding, Origin"));
         } else {
             h.append(VARY, HeaderValue::from_static("Origin"));
@@ -122,5 +126,12 @@ mod tests {
         assert_eq!(vary(Some("Accept-Encoding")), ["Accept-Encoding, Origin"]);
         assert_eq!(vary(None), ["Origin"]);
         assert_eq!(vary(Some("Accept")), ["Accept", "Origin"]);
+        // Beside two values already there, the first is not rewritten over the second.
+        let mut r = Response::new(Default::default());
+        r.headers_mut().append(VARY, HeaderValue::from_static("Accept-Encoding"));
+        r.headers_mut().append(VARY, HeaderValue::from_static("Accept"));
+        cors.apply(Some(&origin), false, &mut r);
+        let all: Vec<_> = r.headers().get_all(VARY).iter().map(|v| v.to_str().unwrap()).collect();
+        assert_eq!(all, ["Accept-Encoding", "Accept", "Origin"]);
     }
 }

@@ -81,26 +81,33 @@ fn mock_mode_serves_a_demo_catalogue_and_forgets_writes() {
 
 #[test]
 fn on_off_settings_read_from_the_environment_take_the_usual_spellings() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = db_path(dir.path());
     for (on, off) in [("on", "off"), ("yes", "no"), ("1", "0"), ("true", "false")] {
         for (value, mock) in [(on, true), (off, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = db_path(dir.path());
             let env = [("COURSED_MOCK", value), ("COURSED_REQUIRE_IF_MATCH", value)];
             let server = Starting::spawn_with(&["--database", &db, "--token", "tok"], &env).ready().unwrap();
             let (status, body) = server.call("GET", "/v1/subjects", "tok", None);
             assert_eq!(status, 200);
             let subjects = body["data"].as_array().unwrap();
             assert_eq!(!subjects.is_empty(), mock, "COURSED_MOCK={value}: {body}");
-            if let Some(subject) = subjects.first() {
-                let path = format!("/v1/subjects/{}", subject["id"].as_str().unwrap());
-                let patch = json!({"data": {"type": "subjects", "id": subject["id"], "attributes": {"title": "x"}}});
-                // COURSED_REQUIRE_IF_MATCH=on: a write without If-Match is refused.
-                assert_eq!(server.call("PATCH", &path, "tok", Some(&patch)).0, 428, "COURSED_REQUIRE_IF_MATCH={value}");
-            }
+            let id = match subjects.first() {
+                Some(subject) => subject["id"].as_str().unwrap().to_owned(),
+                None => {
+                    let (status, created) = server.call("POST", "/v1/subjects", "tok", Some(&new_subject("Mine")));
+                    assert_eq!(status, 201);
+                    created["data"]["id"].as_str().unwrap().to_owned()
+                }
+            };
+            let patch = json!({"data": {"type": "subjects", "id": id, "attributes": {"title": "x"}}});
+            // COURSED_REQUIRE_IF_MATCH: a write without If-Match is refused when on, done when off.
+            let status = server.call("PATCH", &format!("/v1/subjects/{id}"), "tok", Some(&patch)).0;
+            assert_eq!(status, if mock { 428 } else { 200 }, "COURSED_REQUIRE_IF_MATCH={value}");
         }
     }
+    let dir = tempfile::tempdir().unwrap();
     let refused = Command::new(env!("CARGO_BIN_EXE_coursed"))
-        .args(["serve", "--port", "0", "--database", &db, "--token", "tok"])
+        .args(["serve", "--port", "0", "--database", &db_path(dir.path()), "--token", "tok"])
         .env("COURSED_MOCK", "maybe")
         .output()
         .unwrap();
