@@ -207,21 +207,20 @@ def pg_servers(args, cluster, pristine, peers):
                 "--token", TOKEN, "--log-level", "warn"]
         return Server("coursed-pg", argv, ready_line="listening on http://",
                       workloads=COURSED_PG, prepare=lambda: cluster.fresh("coursed_work", "coursed_pristine"),
-                      db_ticks=lambda: cluster.cpu_ticks(reaped=True))
+                      db_ticks=cluster.cpu_ticks)
     made = [coursed_pg]
     # pg-alone's tables are made only when it runs.
-    if args.servers and "pg-alone" not in args.servers.split(","):
-        pass
-    elif not os.path.exists(os.path.join(cluster.bin, "pgbench")):
-        log("no pgbench beside PostgreSQL's server binaries: pg-alone (what PostgreSQL writes by itself) is skipped")
-    else:
-        sizes = PgAlone.setup(cluster, "coursed_pristine")
-        made.append(lambda: PgAlone(cluster, sizes))
+    if not args.servers or "pg-alone" in args.servers.split(","):
+        if os.path.exists(os.path.join(cluster.bin, "pgbench")):
+            sizes = PgAlone.setup(cluster, "coursed_pristine")
+            made.append(lambda: PgAlone(cluster, sizes))
+        else:
+            log("no pgbench beside PostgreSQL's server binaries: pg-alone (what PostgreSQL writes by itself) is skipped")
     if peers:
         env = {"DRF_PG": cluster.admin_url()}
         run(["bash", os.path.join(args.shared, "peers", "drf", "setup.sh")], env={**os.environ, **env})
         made.append(lambda: Server("peer-pg", ["bash", os.path.join(args.shared, "peers", "drf", "run.sh"), "8103"],
-                                   port=8103, env=env, db_ticks=lambda: cluster.cpu_ticks(reaped=True)))
+                                   port=8103, env=env, db_ticks=cluster.cpu_ticks))
     return made
 
 

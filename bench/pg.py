@@ -8,7 +8,7 @@ import socket
 import subprocess
 import time
 
-from procs import cpu_ticks
+from procs import cpu_ticks, ended_children_ticks
 
 SETTINGS = """listen_addresses = '127.0.0.1'
 port = {port}
@@ -93,17 +93,12 @@ class Cluster:
         self.sql(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         self.sql(f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY")
 
-    def cpu_ticks(self, reaped=False):
-        """User and system CPU of every process of the cluster (the postmaster and its children);
-        `reaped`: those that have ended too (a client's backends that closed, autovacuum's)."""
+    def cpu_ticks(self):
+        """User and system CPU of every process of the cluster: the postmaster and its children,
+        those that have ended too (a client's backends that closed, autovacuum's workers)."""
         try:
             with open(os.path.join(self.data, "postmaster.pid")) as f:
                 pid = int(f.readline())
-            ended = 0
-            if reaped:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                ended = int(fields[13]) + int(fields[14])
-            return cpu_ticks(pid) + ended
+            return cpu_ticks(pid) + ended_children_ticks(pid)
         except (OSError, ValueError):
             return 0

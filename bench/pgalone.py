@@ -102,9 +102,9 @@ class PgAlone:
             wait_quiet(args.idle_wait)
         pgbench(argv[:1] + [f"-T{seconds(args.warmup)}"] + argv[1:], w)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-        d0, (m0, t0) = self.cluster.cpu_ticks(reaped=True), machine_jiffies()
+        d0, (m0, t0) = self.cluster.cpu_ticks(), machine_jiffies()
         out = pgbench(argv[:1] + [f"-T{seconds(args.duration)}"] + argv[1:], w)
-        d1, (m1, t1) = self.cluster.cpu_ticks(reaped=True), machine_jiffies()
+        d1, (m1, t1) = self.cluster.cpu_ticks(), machine_jiffies()
         ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
         with open(os.path.join(out_dir, f"{tag}_{w}.txt"), "w") as f:
             f.write(out)

@@ -16,16 +16,27 @@ def tree(pid):
     return [pid] + kids
 
 
+def stat(pid):
+    """The fields of /proc/PID/stat after the command name (state first)."""
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()
+
+
 def cpu_ticks(pid):
     total = 0
     for p in tree(pid):
         try:
-            with open(f"/proc/{p}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            fields = stat(p)
             total += int(fields[11]) + int(fields[12])
         except OSError:
             pass
     return total
+
+
+def ended_children_ticks(pid):
+    """User and system CPU of the children of `pid` that have ended and been waited for."""
+    fields = stat(pid)
+    return int(fields[13]) + int(fields[14])
 
 
 def memory_kib(pid):

@@ -44,6 +44,11 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def median_of(rows, server, w, key="rps"):
+    """Median `key` of the runs of `w` on `server` that measured it; None when none did."""
+    return med([r[key] for r in rows if r["server"] == server and r["workload"] == w and r.get(key) is not None])
+
+
 def ratio(rows, rounds, w, server, ref_w, ref, key="rps"):
     """Median `key` of (server, w) over that of (ref, ref_w), and the per-round ratios; None when
     either was not measured."""
@@ -69,7 +74,7 @@ def compression(rows, rounds, servers):
             rps, size = ratio(rows, rounds, gz, s, plain, s), ratio(rows, rounds, plain, s, gz, s, "bytes_per_req")
             if not rps or not size:
                 continue
-            get = lambda w, k: med([r[k] for r in rows if r["server"] == s and r["workload"] == w and r.get(k) is not None])
+            get = lambda w, k: median_of(rows, s, w, k)
             cpu = lambda w: get(w, "cpu_us_per_req") or "-"
             b_plain, b_gz = get(plain, "bytes_per_req"), get(gz, "bytes_per_req")
             lines.append(f"| {plain} / {gz} | {s} | {get(plain, 'rps'):.0f} / {get(gz, 'rps'):.0f} "
@@ -88,7 +93,7 @@ def alone(rows, rounds):
     """The informational table of what PostgreSQL writes by itself (pgalone.py), as lines."""
     lines = []
     for w in ("W4", "W5"):
-        got = lambda s, k="rps": med([r[k] for r in rows if r["server"] == s and r["workload"] == w and r.get(k) is not None])
+        got = lambda s, k="rps": median_of(rows, s, w, k)
         if got("pg-alone") is None:
             continue
         over_peer = ratio(rows, rounds, w, "pg-alone", w, "peer-pg")

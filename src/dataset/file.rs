@@ -1,7 +1,7 @@
 //! The dataset file of `coursed load`: flat rows of modules, subjects and chapters, ids kept,
 //! checked before anything is written.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -60,7 +60,7 @@ impl Dataset {
     /// first id two rows of one type share, or the first reference to no row of the file.
     fn check_ids(&mut self) -> Result<(), String> {
         self.normalize_ids()?;
-        let mut seen = std::collections::HashMap::new();
+        let mut seen = HashMap::new();
         let rows = (self.modules.iter().enumerate().map(|(i, m)| ("modules", i, &m.id)))
             .chain(self.subjects.iter().enumerate().map(|(i, s)| ("subjects", i, &s.id)))
             .chain(self.chapters.iter().enumerate().map(|(i, c)| ("chapters", i, &c.id)));
@@ -69,15 +69,13 @@ impl Dataset {
                 return Err(format!("{kind}[{i}].id is the id of {kind}[{first}] ({id})"));
             }
         }
-        let modules: HashSet<&str> = self.modules.iter().map(|m| m.id.as_str()).collect();
-        let subjects: HashSet<&str> = self.subjects.iter().map(|s| s.id.as_str()).collect();
         for (i, s) in self.subjects.iter().enumerate() {
-            if let Some(module) = s.module.as_deref().filter(|m| !modules.contains(m)) {
+            if let Some(module) = s.module.as_deref().filter(|m| !seen.contains_key(&("modules", *m))) {
                 return Err(format!("subjects[{i}].module is {module:?}, which is no module of the file"));
             }
         }
         for (i, c) in self.chapters.iter().enumerate() {
-            if !subjects.contains(c.subject.as_str()) {
+            if !seen.contains_key(&("subjects", c.subject.as_str())) {
                 return Err(format!("chapters[{i}].subject is {:?}, which is no subject of the file", c.subject));
             }
         }
@@ -139,7 +137,7 @@ pub fn load(database: &str, file: &Path, ids_dir: Option<&Path>) -> Result<Count
                 ];
                 w.insert(&SUBJECTS, &[&fields[..], &stamps(&now)].concat())?;
             }
-            let mut position = std::collections::HashMap::<&str, i64>::new();
+            let mut position = HashMap::<&str, i64>::new();
             for c in &data.chapters {
                 let next = position.entry(&c.subject).or_insert(0);
                 let fields = [
