@@ -91,6 +91,10 @@ async fn paging_parameters_out_of_bounds_are_400_naming_the_parameter() {
         ("page[number]=0", "page[number]"),
         ("page[number]=-1", "page[number]"),
         ("page[number]=1.5", "page[number]"),
+        // Whole numbers as digits only: links would repeat a sign or spaces as sent.
+        ("page[size]=%2B5", "page[size]"),
+        ("page[number]=%201", "page[number]"),
+        ("page[size]=", "page[size]"),
         ("page[cursor]=x", "page[cursor]"),
         ("page[size]=1&page[size]=2", "page[size]"),
     ] {

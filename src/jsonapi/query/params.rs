@@ -15,9 +15,12 @@ pub(super) fn decode_pair(pair: &str) -> (String, String) {
     }
 }
 
+/// A whole number written in digits only (`parse` would take a sign, which the links of the
+/// response would then repeat as sent).
 pub(super) fn parse_number(key: &str, value: &str, min: u64, max: u64) -> Result<u64, Problem> {
-    match value.trim().parse::<u64>() {
-        Ok(n) if (min..=max).contains(&n) => Ok(n),
+    let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+    match value.parse::<u64>() {
+        Ok(n) if digits && (min..=max).contains(&n) => Ok(n),
         _ if max == u64::MAX => {
             Err(Problem::bad_param(key, format!("`{key}` must be a whole number of at least {min}; got `{value}`.")))
         }

@@ -8,12 +8,24 @@
 //!
 //! Such a checkpoint copies the WAL only up to the last commit it sees when it starts, and the
 //! WAL is reused from its beginning only once all of it has been copied when a write begins;
-//! under a steady stream of writes that never happens by itself. So the writer still
-//! checkpoints, as before, once the WAL reaches [`WRITER_PAGES`]: by then the thread has copied
-//! most of it and the writer copies only the rest, after which the WAL starts over. The WAL
-//! stays bounded whatever the thread manages to do: past [`WRITER_PAGES`] the writer tries at
-//! every commit, and only a checkpoint of the thread's that is under way (and so ends) makes it
-//! wait for the next.
+//! under a steady stream of writes that never happens by itself. So once the WAL reaches
+//! [`WRITER_PAGES`] the thread is asked again each time it finishes, each pass copying what was
+//! committed during the last (a few groups' worth: the thread copies far faster than the writer
+//! writes), and the writer checkpoints itself only when what is left is at most
+//! [`WRITER_REST`] pages: it copies those, and the WAL starts over at the next write. While it
+//! does, no write is committed, so the less it has to do the shorter every writer's wait.
+//!
+//! SQLite syncs the database file only at a checkpoint that reaches the end of the WAL, which
+//! under a stream of writes is the writer's: that sync would then write out every page the
+//! thread copied since the WAL started over (tens of megabytes). So the thread starts the pages
+//! it copied on their way to disk after each of its checkpoints (on Linux), and the writer's
+//! sync finds little left to write. (Before both, the writer copied about a quarter of the WAL
+//! and synced all of it, and held the writes for 8 to 17 ms once a WAL, every tenth of a second
+//! under a stream of creates; now about 2 ms: docs/performance.md.)
+//!
+//! The WAL stays bounded whatever the thread manages to do: from [`WRITER_LIMIT`] pages on, the
+//! writer copies whatever is left itself, trying at every commit; only a checkpoint of the
+//! thread's that is under way (and so ends) makes it wait for the next.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -31,8 +43,15 @@ const THREAD_PAGES: i32 = 1000;
 /// for the writer or anyone else.
 const LOCK_WAIT: Duration = Duration::from_secs(5);
 
-/// Pages of WAL at which the writer checkpoints itself (copying what the thread has not).
+/// Pages of WAL from which the WAL is to start over: the thread is asked again after each of
+/// its checkpoints, and the writer copies the rest once it is small.
 pub const WRITER_PAGES: i32 = 4000;
+
+/// The most pages the writer copies itself before [`WRITER_LIMIT`].
+const WRITER_REST: i32 = 128;
+
+/// Pages of WAL from which the writer copies whatever the thread has left.
+const WRITER_LIMIT: i32 = WRITER_PAGES + WRITER_PAGES / 2;
 
 /// The writer's side: counts the WAL's pages at each commit and wakes the thread.
 pub struct Checkpoints {
@@ -40,6 +59,11 @@ pub struct Checkpoints {
     pages: Arc<AtomicI32>,
     /// The WAL's size when the thread was last asked.
     asked_at: i32,
+    /// The pages of the WAL that the thread's last checkpoint found copied (SQLite's
+    /// `nBackfill`), set by the thread; zeroed by the writer when the WAL starts over. A value
+    /// left from before that (a checkpoint ending just then) only makes the writer copy more
+    /// itself: a checkpoint copies whatever is left, however much it is told.
+    copied: Arc<AtomicI32>,
     wake: Option<mpsc::SyncSender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -73,10 +97,20 @@ impl Checkpoints {
             })
             .map_err(|e| log::warn!("the writer checkpoints alone: cannot open {target} ({e})"))
             .ok()?;
+        // The database file, for the thread to sync what its checkpoints copy into it.
+        let file = conn
+            .path()
+            .filter(|path| !path.is_empty())
+            .map(std::fs::File::open)
+            .transpose()
+            .map_err(|e| log::warn!("the writer checkpoints alone: cannot open {target} ({e})"))
+            .ok()??;
         let (wake, woken) = mpsc::sync_channel::<()>(1);
+        let copied = Arc::new(AtomicI32::new(0));
+        let reported = copied.clone();
         let thread = std::thread::Builder::new()
             .name("coursed-checkpoint".into())
-            .spawn(move || checkpoint_loop(conn, woken))
+            .spawn(move || checkpoint_loop(conn, &file, woken, &reported))
             .map_err(|e| log::warn!("the writer checkpoints alone: cannot start a thread ({e})"))
             .ok()?;
         let pages = Arc::new(AtomicI32::new(0));
@@ -84,37 +118,48 @@ impl Checkpoints {
         unsafe {
             ffi::sqlite3_wal_hook(writer.handle(), Some(on_commit), Arc::as_ptr(&pages) as *mut c_void);
         }
-        Some(Checkpoints { pages, asked_at: 0, wake: Some(wake), thread: Some(thread) })
+        Some(Checkpoints { pages, asked_at: 0, copied, wake: Some(wake), thread: Some(thread) })
     }
 
     /// After each commit of the writer: wakes the thread every [`THREAD_PAGES`] pages of WAL,
-    /// and checkpoints on the writer once the WAL reaches [`WRITER_PAGES`].
+    /// and from [`WRITER_PAGES`] on after each of its checkpoints, until the writer copies the
+    /// rest itself (see the module's documentation).
     pub fn committed(&mut self, writer: &Connection) {
         let pages = self.pages.load(Ordering::Relaxed);
         if pages < self.asked_at {
             // The WAL started over.
             self.asked_at = 0;
+            self.copied.store(0, Ordering::Relaxed);
         }
-        if pages >= WRITER_PAGES {
-            // SAFETY: a plain call on the writer's open connection, on its own thread.
-            let rc = unsafe {
-                ffi::sqlite3_wal_checkpoint_v2(
-                    writer.handle(),
-                    std::ptr::null(),
-                    ffi::SQLITE_CHECKPOINT_PASSIVE,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            };
-            // Busy: the thread is checkpointing; the next commit tries again.
-            if rc != ffi::SQLITE_OK && rc != ffi::SQLITE_BUSY {
-                log::warn!("checkpoint on the writer failed: {}", ffi::code_to_str(rc));
+        match step(pages, self.asked_at, self.copied.load(Ordering::Relaxed)) {
+            Step::None => {}
+            Step::Wake => {
+                self.asked_at = pages;
+                if let Some(wake) = &self.wake {
+                    // Full: the thread is already asked.
+                    let _ = wake.try_send(());
+                }
             }
-        } else if pages - self.asked_at >= THREAD_PAGES {
-            self.asked_at = pages;
-            if let Some(wake) = &self.wake {
-                // Full: the thread is already asked.
-                let _ = wake.try_send(());
+            Step::Checkpoint => {
+                let started = std::time::Instant::now();
+                // SAFETY: a plain call on the writer's open connection, on its own thread.
+                let rc = unsafe {
+                    ffi::sqlite3_wal_checkpoint_v2(
+                        writer.handle(),
+                        std::ptr::null(),
+                        ffi::SQLITE_CHECKPOINT_PASSIVE,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    )
+                };
+                // Busy: the thread is checkpointing; the next commit tries again.
+                if rc != ffi::SQLITE_OK && rc != ffi::SQLITE_BUSY {
+                    log::warn!("checkpoint on the writer failed: {}", ffi::code_to_str(rc));
+                }
+                log::trace!(
+                    "checkpoint on the writer at {pages} WAL pages: {rc}, {} µs",
+                    started.elapsed().as_micros()
+                );
             }
         }
     }
@@ -143,7 +188,46 @@ impl Drop for Checkpoints {
     }
 }
 
-fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>) {
+/// What the writer does after a commit.
+#[derive(Debug, PartialEq)]
+enum Step {
+    None,
+    /// Asks the thread for a checkpoint.
+    Wake,
+    /// Checkpoints itself.
+    Checkpoint,
+}
+
+/// The writer's step with `pages` pages of WAL, the thread last asked at `asked_at` pages, and
+/// `copied` pages found copied by its last checkpoint (see the module's documentation).
+fn step(pages: i32, asked_at: i32, copied: i32) -> Step {
+    if pages >= WRITER_LIMIT || (pages >= WRITER_PAGES && pages - copied <= WRITER_REST) {
+        Step::Checkpoint
+    } else if pages >= WRITER_PAGES || pages - asked_at >= THREAD_PAGES {
+        Step::Wake
+    } else {
+        Step::None
+    }
+}
+
+/// Starts writing the file's changed pages out to disk, without waiting for them or flushing
+/// the disk's cache: the sync of the writer's checkpoint then finds them written or on their
+/// way, and the disk's cache is flushed once per WAL, not at every checkpoint of the thread's
+/// (each flush of the cache makes the WAL's flushes, which requests wait for, wait too).
+#[cfg(target_os = "linux")]
+fn start_writeback(file: &std::fs::File) {
+    use std::os::fd::AsRawFd as _;
+    // SAFETY: a plain system call on an open file descriptor.
+    if unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) } != 0 {
+        log::debug!("cannot start writing the database file out: {}", std::io::Error::last_os_error());
+    }
+}
+
+/// Elsewhere the kernel writes the pages out in its own time, and the writer's sync the rest.
+#[cfg(not(target_os = "linux"))]
+fn start_writeback(_: &std::fs::File) {}
+
+fn checkpoint_loop(conn: Connection, file: &std::fs::File, woken: mpsc::Receiver<()>, copied: &AtomicI32) {
     while woken.recv().is_ok() {
         let started = std::time::Instant::now();
         let outcome = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
@@ -152,10 +236,14 @@ fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>) {
         match outcome {
             // Another checkpoint (the writer's, another process's) holds the WAL: it does the work.
             Ok((true, _, _)) => log::trace!("checkpoint: busy"),
-            Ok((false, wal, copied)) => log::trace!(
-                "checkpoint: {copied} of {wal} WAL pages in the database file, {} µs",
-                started.elapsed().as_micros()
-            ),
+            Ok((false, wal, done)) => {
+                start_writeback(file);
+                copied.store(i32::try_from(done).unwrap_or(0), Ordering::Relaxed);
+                log::trace!(
+                    "checkpoint: {done} of {wal} WAL pages in the database file, {} µs",
+                    started.elapsed().as_micros()
+                );
+            }
             Err(e) => log::warn!("checkpoint failed: {e}"),
         }
     }
@@ -226,6 +314,23 @@ mod tests {
         assert!(largest <= bound, "the WAL reached {largest} bytes, past {bound}");
         let rows: i64 = c.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
         assert_eq!(rows, i64::from(WRITER_PAGES / 2 / 10 * 10 + WRITER_PAGES * 3 / 10 * 10));
+    }
+
+    #[test]
+    fn the_writer_asks_the_thread_until_little_is_left_for_itself() {
+        // Below WRITER_PAGES: the thread every THREAD_PAGES pages.
+        assert_eq!(step(THREAD_PAGES - 1, 0, 0), Step::None);
+        assert_eq!(step(THREAD_PAGES, 0, 0), Step::Wake);
+        assert_eq!(step(THREAD_PAGES + 10, THREAD_PAGES, 0), Step::None);
+        // From WRITER_PAGES on: the thread again as long as much is left, however recently asked.
+        assert_eq!(step(WRITER_PAGES, WRITER_PAGES - 1, WRITER_PAGES - 1000), Step::Wake);
+        assert_eq!(step(WRITER_PAGES + 50, WRITER_PAGES + 40, WRITER_PAGES - WRITER_REST), Step::Wake);
+        // Little left: the writer copies it, and the WAL starts over.
+        assert_eq!(step(WRITER_PAGES + 50, WRITER_PAGES + 40, WRITER_PAGES + 50 - WRITER_REST), Step::Checkpoint);
+        assert_eq!(step(WRITER_PAGES, WRITER_PAGES, WRITER_PAGES), Step::Checkpoint);
+        // A thread that does not keep up: the writer copies everything at WRITER_LIMIT.
+        assert_eq!(step(WRITER_LIMIT - 1, WRITER_LIMIT - 2, 0), Step::Wake);
+        assert_eq!(step(WRITER_LIMIT, WRITER_LIMIT - 1, 0), Step::Checkpoint);
     }
 
     #[test]

@@ -24,11 +24,11 @@ const WHERE_EXISTS: &str = "-- coursed: where this table exists: ";
 /// How long opening waits for another process that is migrating the same file (rebuilding a
 /// search index of millions of rows takes minutes).
 const MIGRATION_WAIT: Duration = Duration::from_secs(600);
-/// Marks a file as a coursed database ("crsd").
-/// The size, in bytes, a WAL that grew beyond it is cut back to when it starts over: twice what
-/// it reaches between the writer's own checkpoints (see `checkpoint::WRITER_PAGES`), so that
-/// the steady state never truncates and extends the file again.
+/// The size, in bytes, a WAL that grew beyond it is cut back to when it starts over: more than
+/// it reaches before the writer makes it start over (see `checkpoint.rs`: 4,000 to 6,000 pages
+/// of 8 KiB), so that the steady state never truncates and extends the file again.
 pub const WAL_LIMIT: i64 = 64 << 20;
+/// Marks a file as a coursed database ("crsd").
 pub const APPLICATION_ID: i64 = 0x6372_7364;
 
 /// Opens the read-write connection: settings, journal mode, migrations.
