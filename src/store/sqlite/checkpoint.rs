@@ -9,17 +9,19 @@
 //! Such a checkpoint copies the WAL only up to the last commit it sees when it starts, and the
 //! WAL is reused from its beginning only once all of it has been copied when a write begins;
 //! under a steady stream of writes that never happens by itself. So once the WAL reaches
-//! [`WRITER_PAGES`] the thread is asked again each time it finishes, each pass copying what was
-//! committed during the last (a few groups' worth: the thread copies far faster than the writer
-//! writes), and the writer checkpoints itself only when what is left is at most
-//! [`WRITER_REST`] pages: it copies those, and the WAL starts over at the next write. While it
-//! does, no write is committed, so the less it has to do the shorter every writer's wait.
+//! [`WRITER_PAGES`] the thread is asked again each time one of its checkpoints has copied
+//! something, each pass copying what was committed during the last (a few groups' worth: the
+//! thread copies far faster than the writer writes), and the writer checkpoints itself once at
+//! most [`WRITER_REST`] pages are left: it copies those, and the WAL starts over at the next
+//! write (unless a reader still uses its start). While the writer checkpoints, no write is
+//! committed, so the less it has to do the shorter every writer's wait.
 //!
 //! SQLite syncs the database file only at a checkpoint that reaches the end of the WAL, which
 //! under a stream of writes is the writer's: that sync would then write out every page the
 //! thread copied since the WAL started over (tens of megabytes). So the thread starts the pages
-//! it copied on their way to disk after each of its checkpoints (on Linux), and the writer's
-//! sync finds little left to write. (Before both, the writer copied about a quarter of the WAL
+//! it copied on their way to disk after each of its checkpoints (on Linux, through the file
+//! descriptor SQLite itself holds: closing another one would drop SQLite's locks on the file),
+//! and the writer's sync finds little left to write. (Before both, the writer copied about a quarter of the WAL
 //! and synced all of it, and held the writes for 8 to 17 ms once a WAL, every tenth of a second
 //! under a stream of creates; now about 2 ms: docs/performance.md.)
 //!
@@ -47,7 +49,7 @@ const LOCK_WAIT: Duration = Duration::from_secs(5);
 /// its checkpoints, and the writer copies the rest once it is small.
 pub const WRITER_PAGES: i32 = 4000;
 
-/// The most pages the writer copies itself before [`WRITER_LIMIT`].
+/// Pages left to copy (by the thread's last report) at which the writer copies them itself.
 const WRITER_REST: i32 = 128;
 
 /// Pages of WAL from which the writer copies whatever the thread has left.
@@ -57,15 +59,24 @@ const WRITER_LIMIT: i32 = WRITER_PAGES + WRITER_PAGES / 2;
 pub struct Checkpoints {
     /// The WAL's size in pages after the last commit, set by SQLite's WAL hook.
     pages: Arc<AtomicI32>,
-    /// The WAL's size when the thread was last asked.
-    asked_at: i32,
+    /// The WAL's size when the thread was last asked, and what it had copied by then.
+    asked_at: Asked,
     /// The pages of the WAL that the thread's last checkpoint found copied (SQLite's
     /// `nBackfill`), set by the thread; zeroed by the writer when the WAL starts over. A value
-    /// left from before that (a checkpoint ending just then) only makes the writer copy more
-    /// itself: a checkpoint copies whatever is left, however much it is told.
+    /// left from before that (a checkpoint ending just then) can only make the writer copy more
+    /// itself, as it used to: a checkpoint copies whatever is left, however much it is told.
     copied: Arc<AtomicI32>,
     wake: Option<mpsc::SyncSender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// When the thread was last asked for a checkpoint.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Asked {
+    /// The WAL's size in pages.
+    pages: i32,
+    /// What the thread had reported copied.
+    copied: i32,
 }
 
 /// Called by SQLite after each commit of the writer's connection with the WAL's size in pages.
@@ -97,20 +108,12 @@ impl Checkpoints {
             })
             .map_err(|e| log::warn!("the writer checkpoints alone: cannot open {target} ({e})"))
             .ok()?;
-        // The database file, for the thread to sync what its checkpoints copy into it.
-        let file = conn
-            .path()
-            .filter(|path| !path.is_empty())
-            .map(std::fs::File::open)
-            .transpose()
-            .map_err(|e| log::warn!("the writer checkpoints alone: cannot open {target} ({e})"))
-            .ok()??;
         let (wake, woken) = mpsc::sync_channel::<()>(1);
         let copied = Arc::new(AtomicI32::new(0));
         let reported = copied.clone();
         let thread = std::thread::Builder::new()
             .name("coursed-checkpoint".into())
-            .spawn(move || checkpoint_loop(conn, &file, woken, &reported))
+            .spawn(move || checkpoint_loop(conn, woken, &reported))
             .map_err(|e| log::warn!("the writer checkpoints alone: cannot start a thread ({e})"))
             .ok()?;
         let pages = Arc::new(AtomicI32::new(0));
@@ -118,23 +121,24 @@ impl Checkpoints {
         unsafe {
             ffi::sqlite3_wal_hook(writer.handle(), Some(on_commit), Arc::as_ptr(&pages) as *mut c_void);
         }
-        Some(Checkpoints { pages, asked_at: 0, copied, wake: Some(wake), thread: Some(thread) })
+        Some(Checkpoints { pages, asked_at: Asked::default(), copied, wake: Some(wake), thread: Some(thread) })
     }
 
     /// After each commit of the writer: wakes the thread every [`THREAD_PAGES`] pages of WAL,
-    /// and from [`WRITER_PAGES`] on after each of its checkpoints, until the writer copies the
-    /// rest itself (see the module's documentation).
+    /// and from [`WRITER_PAGES`] on whenever it has copied something since it was last asked,
+    /// until the writer copies the rest itself (see the module's documentation).
     pub fn committed(&mut self, writer: &Connection) {
         let pages = self.pages.load(Ordering::Relaxed);
-        if pages < self.asked_at {
+        if pages < self.asked_at.pages {
             // The WAL started over.
-            self.asked_at = 0;
+            self.asked_at = Asked::default();
             self.copied.store(0, Ordering::Relaxed);
         }
-        match step(pages, self.asked_at, self.copied.load(Ordering::Relaxed)) {
+        let copied = self.copied.load(Ordering::Relaxed);
+        match step(pages, self.asked_at, copied) {
             Step::None => {}
             Step::Wake => {
-                self.asked_at = pages;
+                self.asked_at = Asked { pages, copied };
                 if let Some(wake) = &self.wake {
                     // Full: the thread is already asked.
                     let _ = wake.try_send(());
@@ -198,46 +202,95 @@ enum Step {
     Checkpoint,
 }
 
-/// The writer's step with `pages` pages of WAL, the thread last asked at `asked_at` pages, and
-/// `copied` pages found copied by its last checkpoint (see the module's documentation).
-fn step(pages: i32, asked_at: i32, copied: i32) -> Step {
+/// The writer's step with `pages` pages of WAL, the thread last asked as `asked`, and `copied`
+/// pages found copied by its last checkpoint (see the module's documentation). From
+/// [`WRITER_PAGES`] on, the thread is asked again only once its last checkpoint copied
+/// something: one that copies nothing (a reader still using the WAL's older pages) is not
+/// repeated at every commit, only every [`THREAD_PAGES`] pages.
+fn step(pages: i32, asked: Asked, copied: i32) -> Step {
     if pages >= WRITER_LIMIT || (pages >= WRITER_PAGES && pages - copied <= WRITER_REST) {
         Step::Checkpoint
-    } else if pages >= WRITER_PAGES || pages - asked_at >= THREAD_PAGES {
+    } else if pages - asked.pages >= THREAD_PAGES || (pages >= WRITER_PAGES && copied != asked.copied) {
         Step::Wake
     } else {
         Step::None
     }
 }
 
-/// Starts writing the file's changed pages out to disk, without waiting for them or flushing
-/// the disk's cache: the sync of the writer's checkpoint then finds them written or on their
-/// way, and the disk's cache is flushed once per WAL, not at every checkpoint of the thread's
-/// (each flush of the cache makes the WAL's flushes, which requests wait for, wait too).
+/// Starts writing the changed pages of `conn`'s database file out to disk, without waiting for
+/// them or flushing the disk's cache: the sync of the writer's checkpoint then finds them written
+/// or on their way, and the disk's cache is flushed once per WAL, not at every checkpoint of the
+/// thread's (each flush of the cache makes the WAL's flushes, which requests wait for, wait too).
 #[cfg(target_os = "linux")]
-fn start_writeback(file: &std::fs::File) {
-    use std::os::fd::AsRawFd as _;
-    // SAFETY: a plain system call on an open file descriptor.
-    if unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) } != 0 {
-        log::debug!("cannot start writing the database file out: {}", std::io::Error::last_os_error());
+fn start_writeback(conn: &Connection) {
+    if let Some(fd) = database_fd(conn) {
+        // SAFETY: a plain system call on a descriptor that `conn` holds open.
+        if unsafe { libc::sync_file_range(fd, 0, 0, libc::SYNC_FILE_RANGE_WRITE) } != 0 {
+            log::debug!("cannot start writing the database file out: {}", std::io::Error::last_os_error());
+        }
     }
 }
 
 /// Elsewhere the kernel writes the pages out in its own time, and the writer's sync the rest.
 #[cfg(not(target_os = "linux"))]
-fn start_writeback(_: &std::fs::File) {}
+fn start_writeback(_: &Connection) {}
 
-fn checkpoint_loop(conn: Connection, file: &std::fs::File, woken: mpsc::Receiver<()>, copied: &AtomicI32) {
+/// The file descriptor through which SQLite reads and writes `conn`'s database file, when it can
+/// be known for sure: the file is one of SQLite's `unix` VFS (whose files begin with their
+/// methods, VFS, inode record and descriptor), and the descriptor names the file `conn` has open.
+/// coursed opens no descriptor of its own on the database file: closing it would drop every lock
+/// SQLite holds on the file (POSIX locks belong to the process and the file, not the descriptor).
+#[cfg(target_os = "linux")]
+fn database_fd(conn: &Connection) -> Option<c_int> {
+    use std::os::unix::fs::MetadataExt as _;
+    #[repr(C)]
+    struct UnixFile {
+        methods: *const ffi::sqlite3_io_methods,
+        vfs: *mut ffi::sqlite3_vfs,
+        inode: *mut c_void,
+        fd: c_int,
+    }
+    let control = |op: c_int, out: *mut c_void| {
+        // SAFETY: both opcodes used here write one pointer to `out`.
+        unsafe { ffi::sqlite3_file_control(conn.handle(), c"main".as_ptr(), op, out) }
+    };
+    let mut vfs: *mut ffi::sqlite3_vfs = std::ptr::null_mut();
+    let mut file: *mut ffi::sqlite3_file = std::ptr::null_mut();
+    if control(ffi::SQLITE_FCNTL_VFS_POINTER, (&raw mut vfs).cast()) != ffi::SQLITE_OK
+        || control(ffi::SQLITE_FCNTL_FILE_POINTER, (&raw mut file).cast()) != ffi::SQLITE_OK
+        || file.is_null()
+    {
+        return None;
+    }
+    // SAFETY: looks a VFS up by name.
+    if vfs.is_null() || vfs != unsafe { ffi::sqlite3_vfs_find(c"unix".as_ptr()) } {
+        return None;
+    }
+    // SAFETY: the connection's database is a file of the `unix` VFS, a `unixFile`, which starts
+    // with these members.
+    let fd = unsafe { (*file.cast::<UnixFile>()).fd };
+    let path = std::fs::metadata(conn.path()?).ok()?;
+    // SAFETY: `fstat` writes a `stat` into `st`.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    let same = unsafe { libc::fstat(fd, &raw mut st) } == 0 && st.st_dev == path.dev() && st.st_ino == path.ino();
+    same.then_some(fd)
+}
+
+fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, copied: &AtomicI32) {
+    let mut last = 0;
     while woken.recv().is_ok() {
         let started = std::time::Instant::now();
-        let outcome = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-            Ok((r.get::<_, i64>(0)? != 0, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        let outcome = conn.prepare_cached("PRAGMA wal_checkpoint(PASSIVE)").and_then(|mut st| {
+            st.query_row([], |r| Ok((r.get::<_, i64>(0)? != 0, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))
         });
         match outcome {
             // Another checkpoint (the writer's, another process's) holds the WAL: it does the work.
             Ok((true, _, _)) => log::trace!("checkpoint: busy"),
             Ok((false, wal, done)) => {
-                start_writeback(file);
+                if done != last {
+                    start_writeback(&conn);
+                    last = done;
+                }
                 copied.store(i32::try_from(done).unwrap_or(0), Ordering::Relaxed);
                 log::trace!(
                     "checkpoint: {done} of {wal} WAL pages in the database file, {} µs",
@@ -318,19 +371,44 @@ mod tests {
 
     #[test]
     fn the_writer_asks_the_thread_until_little_is_left_for_itself() {
+        let asked = |pages, copied| Asked { pages, copied };
         // Below WRITER_PAGES: the thread every THREAD_PAGES pages.
-        assert_eq!(step(THREAD_PAGES - 1, 0, 0), Step::None);
-        assert_eq!(step(THREAD_PAGES, 0, 0), Step::Wake);
-        assert_eq!(step(THREAD_PAGES + 10, THREAD_PAGES, 0), Step::None);
-        // From WRITER_PAGES on: the thread again as long as much is left, however recently asked.
-        assert_eq!(step(WRITER_PAGES, WRITER_PAGES - 1, WRITER_PAGES - 1000), Step::Wake);
-        assert_eq!(step(WRITER_PAGES + 50, WRITER_PAGES + 40, WRITER_PAGES - WRITER_REST), Step::Wake);
+        assert_eq!(step(THREAD_PAGES - 1, asked(0, 0), 0), Step::None);
+        assert_eq!(step(THREAD_PAGES, asked(0, 0), 0), Step::Wake);
+        assert_eq!(step(THREAD_PAGES + 10, asked(THREAD_PAGES, 0), THREAD_PAGES), Step::None);
+        // From WRITER_PAGES on: the thread again as soon as its last checkpoint copied something,
+        // however recently it was asked, as long as much is left.
+        let (w, rest) = (WRITER_PAGES, WRITER_REST);
+        assert_eq!(step(w, asked(w - 1, w - 2000), w - 1000), Step::Wake);
+        assert_eq!(step(w + 50, asked(w + 40, w - 1000), w - rest), Step::Wake);
+        // Its checkpoint under way or having copied nothing (a reader holds the WAL): not again
+        // at every commit, only every THREAD_PAGES pages.
+        assert_eq!(step(w + 50, asked(w + 40, w - 1000), w - 1000), Step::None);
+        assert_eq!(step(w + THREAD_PAGES + 40, asked(w + 40, w - 1000), w - 1000), Step::Wake);
         // Little left: the writer copies it, and the WAL starts over.
-        assert_eq!(step(WRITER_PAGES + 50, WRITER_PAGES + 40, WRITER_PAGES + 50 - WRITER_REST), Step::Checkpoint);
-        assert_eq!(step(WRITER_PAGES, WRITER_PAGES, WRITER_PAGES), Step::Checkpoint);
+        assert_eq!(step(w + 50, asked(w + 40, w - 1000), w + 50 - rest), Step::Checkpoint);
+        assert_eq!(step(w, asked(w, w), w), Step::Checkpoint);
         // A thread that does not keep up: the writer copies everything at WRITER_LIMIT.
-        assert_eq!(step(WRITER_LIMIT - 1, WRITER_LIMIT - 2, 0), Step::Wake);
-        assert_eq!(step(WRITER_LIMIT, WRITER_LIMIT - 1, 0), Step::Checkpoint);
+        assert_eq!(step(WRITER_LIMIT - 1, asked(WRITER_LIMIT - 2, 0), 10), Step::Wake);
+        assert_eq!(step(WRITER_LIMIT, asked(WRITER_LIMIT - 1, 0), 0), Step::Checkpoint);
+    }
+
+    /// The descriptor the writeback goes through is SQLite's own for the database file; none is
+    /// given for an in-memory database.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_writeback_uses_sqlites_own_descriptor_of_the_database_file() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let (c, path) = wal_database(dir.path());
+        let fd = database_fd(&c).expect("a file of the unix VFS");
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::fstat(fd, &raw mut st) }, 0);
+        let file = std::fs::metadata(&path).unwrap();
+        assert_eq!((st.st_dev, st.st_ino), (file.dev(), file.ino()));
+        start_writeback(&c);
+        let m = Connection::open_in_memory().unwrap();
+        assert_eq!(database_fd(&m), None);
     }
 
     #[test]
