@@ -21,16 +21,16 @@
 //! thread copied since the WAL started over (tens of megabytes). So the thread starts the pages
 //! it copied on their way to disk after each of its checkpoints (on Linux, through the file
 //! descriptor SQLite itself holds: closing another one would drop SQLite's locks on the file),
-//! and the writer's sync finds little left to write. (Before both, the writer copied about a quarter of the WAL
-//! and synced all of it, and held the writes for 8 to 17 ms once a WAL, every tenth of a second
-//! under a stream of creates; now about 2 ms: docs/performance.md.)
+//! and the writer's sync finds little left to write. (Before both, the writer copied about a
+//! quarter of the WAL and synced all of it, and held the writes for 8 to 17 ms once a WAL, every
+//! tenth of a second under a stream of creates; now about 2 ms: docs/performance.md.)
 //!
 //! The WAL stays bounded whatever the thread manages to do: from [`WRITER_LIMIT`] pages on, the
 //! writer copies whatever is left itself, trying at every commit; only a checkpoint of the
 //! thread's that is under way (and so ends) makes it wait for the next.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
@@ -61,13 +61,38 @@ pub struct Checkpoints {
     pages: Arc<AtomicI32>,
     /// The WAL's size when the thread was last asked, and what it had copied by then.
     asked_at: Asked,
-    /// The pages of the WAL that the thread's last checkpoint found copied (SQLite's
-    /// `nBackfill`), set by the thread; zeroed by the writer when the WAL starts over. A value
-    /// left from before that (a checkpoint ending just then) can only make the writer copy more
-    /// itself, as it used to: a checkpoint copies whatever is left, however much it is told.
-    copied: Arc<AtomicI32>,
+    /// What the thread's checkpoints report, shared with it.
+    progress: Arc<Progress>,
+    /// The WAL's generation: how many times the writer has seen it start over.
+    generation: u32,
     wake: Option<mpsc::SyncSender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The thread's report of its last checkpoint: the pages of the WAL found copied (SQLite's
+/// `nBackfill`) in the high half, tagged in the low half with the WAL's generation as the
+/// writer last published it before the checkpoint began. A report of an earlier generation (a
+/// checkpoint that ended as the WAL started over) counts as nothing copied.
+#[derive(Default)]
+struct Progress {
+    generation: AtomicU32,
+    report: AtomicU64,
+}
+
+impl Progress {
+    fn report(&self, generation: u32, copied: i32) {
+        self.report.store((u64::from(copied.max(0).unsigned_abs()) << 32) | u64::from(generation), Ordering::Relaxed);
+    }
+
+    /// The pages copied in WAL `generation`, as last reported.
+    fn copied(&self, generation: u32) -> i32 {
+        let report = self.report.load(Ordering::Relaxed);
+        if report as u32 == generation {
+            i32::try_from(report >> 32).unwrap_or(0)
+        } else {
+            0
+        }
+    }
 }
 
 /// When the thread was last asked for a checkpoint.
@@ -109,8 +134,8 @@ impl Checkpoints {
             .map_err(|e| log::warn!("the writer checkpoints alone: cannot open {target} ({e})"))
             .ok()?;
         let (wake, woken) = mpsc::sync_channel::<()>(1);
-        let copied = Arc::new(AtomicI32::new(0));
-        let reported = copied.clone();
+        let progress = Arc::new(Progress::default());
+        let reported = progress.clone();
         let thread = std::thread::Builder::new()
             .name("coursed-checkpoint".into())
             .spawn(move || checkpoint_loop(conn, woken, &reported))
@@ -121,7 +146,14 @@ impl Checkpoints {
         unsafe {
             ffi::sqlite3_wal_hook(writer.handle(), Some(on_commit), Arc::as_ptr(&pages) as *mut c_void);
         }
-        Some(Checkpoints { pages, asked_at: Asked::default(), copied, wake: Some(wake), thread: Some(thread) })
+        Some(Checkpoints {
+            pages,
+            asked_at: Asked::default(),
+            progress,
+            generation: 0,
+            wake: Some(wake),
+            thread: Some(thread),
+        })
     }
 
     /// After each commit of the writer: wakes the thread every [`THREAD_PAGES`] pages of WAL,
@@ -132,9 +164,10 @@ impl Checkpoints {
         if pages < self.asked_at.pages {
             // The WAL started over.
             self.asked_at = Asked::default();
-            self.copied.store(0, Ordering::Relaxed);
+            self.generation = self.generation.wrapping_add(1);
+            self.progress.generation.store(self.generation, Ordering::Relaxed);
         }
-        let copied = self.copied.load(Ordering::Relaxed);
+        let copied = self.progress.copied(self.generation);
         match step(pages, self.asked_at, copied) {
             Step::None => {}
             Step::Wake => {
@@ -276,10 +309,11 @@ fn database_fd(conn: &Connection) -> Option<c_int> {
     same.then_some(fd)
 }
 
-fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, copied: &AtomicI32) {
+fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, progress: &Progress) {
     let mut last = 0;
     while woken.recv().is_ok() {
         let started = std::time::Instant::now();
+        let generation = progress.generation.load(Ordering::Relaxed);
         let outcome = conn.prepare_cached("PRAGMA wal_checkpoint(PASSIVE)").and_then(|mut st| {
             st.query_row([], |r| Ok((r.get::<_, i64>(0)? != 0, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))
         });
@@ -291,7 +325,7 @@ fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, copied: &AtomicI
                     start_writeback(&conn);
                     last = done;
                 }
-                copied.store(i32::try_from(done).unwrap_or(0), Ordering::Relaxed);
+                progress.report(generation, i32::try_from(done).unwrap_or(0));
                 log::trace!(
                     "checkpoint: {done} of {wal} WAL pages in the database file, {} µs",
                     started.elapsed().as_micros()
@@ -391,6 +425,21 @@ mod tests {
         // A thread that does not keep up: the writer copies everything at WRITER_LIMIT.
         assert_eq!(step(WRITER_LIMIT - 1, asked(WRITER_LIMIT - 2, 0), 10), Step::Wake);
         assert_eq!(step(WRITER_LIMIT, asked(WRITER_LIMIT - 1, 0), 0), Step::Checkpoint);
+    }
+
+    #[test]
+    fn a_report_from_before_the_wal_started_over_counts_as_nothing_copied() {
+        let progress = Progress::default();
+        assert_eq!(progress.copied(0), 0);
+        progress.report(0, 3990);
+        assert_eq!(progress.copied(0), 3990);
+        // The WAL started over (generation 1) as that checkpoint ended: its 3,990 pages are
+        // pages of the old WAL, not of the new one.
+        assert_eq!(progress.copied(1), 0);
+        progress.report(1, 120);
+        assert_eq!(progress.copied(1), 120);
+        progress.report(u32::MAX, i32::MAX);
+        assert_eq!(progress.copied(u32::MAX), i32::MAX);
     }
 
     /// The descriptor the writeback goes through is SQLite's own for the database file; none is
