@@ -19,6 +19,7 @@ struct Dataset {
     chapters: Vec<ChapterRow>,
 }
 
+/// What a module row is, and a subject row begins with.
 #[derive(Deserialize)]
 struct ModuleRow {
     id: String,
@@ -30,15 +31,23 @@ struct ModuleRow {
     external_id: Option<String>,
 }
 
+impl ModuleRow {
+    /// Its columns (the title trimmed, as the API stores it).
+    fn fields(&self) -> [(&'static str, Value); 5] {
+        [
+            ("id", text(&self.id)),
+            ("title", text(self.title.trim())),
+            ("introduction", text(&self.introduction)),
+            ("content", text(&self.content)),
+            ("external_id", Value::text_or_null(self.external_id.as_deref())),
+        ]
+    }
+}
+
 #[derive(Deserialize)]
 struct SubjectRow {
-    id: String,
-    title: String,
-    #[serde(default)]
-    introduction: String,
-    #[serde(default)]
-    content: String,
-    external_id: Option<String>,
+    #[serde(flatten)]
+    common: ModuleRow,
     #[serde(default)]
     available_for_courses: bool,
     module: Option<String>,
@@ -62,7 +71,7 @@ impl Dataset {
         self.normalize_ids()?;
         let mut seen = HashMap::new();
         let rows = (self.modules.iter().enumerate().map(|(i, m)| ("modules", i, &m.id)))
-            .chain(self.subjects.iter().enumerate().map(|(i, s)| ("subjects", i, &s.id)))
+            .chain(self.subjects.iter().enumerate().map(|(i, s)| ("subjects", i, &s.common.id)))
             .chain(self.chapters.iter().enumerate().map(|(i, c)| ("chapters", i, &c.id)));
         for (kind, i, id) in rows {
             if let Some(first) = seen.insert((kind, id.as_str()), i) {
@@ -91,7 +100,7 @@ impl Dataset {
             uuid(format!("modules[{i}].id"), &mut m.id)?;
         }
         for (i, s) in self.subjects.iter_mut().enumerate() {
-            uuid(format!("subjects[{i}].id"), &mut s.id)?;
+            uuid(format!("subjects[{i}].id"), &mut s.common.id)?;
             if let Some(module) = &mut s.module {
                 uuid(format!("subjects[{i}].module"), module)?;
             }
@@ -116,26 +125,14 @@ pub fn load(database: &str, file: &Path, ids_dir: Option<&Path>) -> Result<Count
         let mut w = Loader::new(tx);
         let mut fill = || -> Result<(), DbError> {
             for m in &data.modules {
-                let fields = [
-                    ("id", text(&m.id)),
-                    ("title", text(m.title.trim())),
-                    ("introduction", text(&m.introduction)),
-                    ("content", text(&m.content)),
-                    ("external_id", Value::text_or_null(m.external_id.as_deref())),
-                ];
-                w.insert(&MODULES, &[&fields[..], &stamps(&now)].concat())?;
+                w.insert(&MODULES, &[&m.fields()[..], &stamps(&now)].concat())?;
             }
             for s in &data.subjects {
-                let fields = [
-                    ("id", text(&s.id)),
-                    ("title", text(s.title.trim())),
-                    ("introduction", text(&s.introduction)),
-                    ("content", text(&s.content)),
-                    ("external_id", Value::text_or_null(s.external_id.as_deref())),
+                let own = [
                     ("available_for_courses", Value::Bool(s.available_for_courses)),
                     ("module_id", Value::text_or_null(s.module.as_deref())),
                 ];
-                w.insert(&SUBJECTS, &[&fields[..], &stamps(&now)].concat())?;
+                w.insert(&SUBJECTS, &[&s.common.fields()[..], &own, &stamps(&now)].concat())?;
             }
             let mut position = HashMap::<&str, i64>::new();
             for c in &data.chapters {
@@ -157,7 +154,7 @@ pub fn load(database: &str, file: &Path, ids_dir: Option<&Path>) -> Result<Count
     })?;
     if let Some(dir) = ids_dir {
         write_ids(dir, "module_ids.txt", data.modules.iter().map(|m| m.id.as_str()))?;
-        write_ids(dir, "subject_ids.txt", data.subjects.iter().map(|s| s.id.as_str()))?;
+        write_ids(dir, "subject_ids.txt", data.subjects.iter().map(|s| s.common.id.as_str()))?;
     }
     Ok(counts)
 }
@@ -181,7 +178,7 @@ mod tests {
         );
         d.check_ids().unwrap();
         assert_eq!(d.modules[0].id, "0191a3b4-0000-7000-8000-00000000000a");
-        assert_eq!(d.subjects[0].id, "0191a3b4-0000-7000-8000-000000000001");
+        assert_eq!(d.subjects[0].common.id, "0191a3b4-0000-7000-8000-000000000001");
         assert_eq!(d.subjects[0].module.as_deref(), Some("0191a3b4-0000-7000-8000-00000000000a"));
         assert_eq!(d.chapters[0].subject, "0191a3b4-0000-7000-8000-000000000001");
 

@@ -46,7 +46,7 @@ const THREAD_PAGES: i32 = 1000;
 const LOCK_WAIT: Duration = Duration::from_secs(5);
 
 /// Pages of WAL from which the WAL is to start over: the thread is asked again after each of
-/// its checkpoints, and the writer copies the rest once it is small.
+/// its checkpoints that copied something, and the writer copies the rest once it is small.
 pub const WRITER_PAGES: i32 = 4000;
 
 /// Pages left to copy (by the thread's last report) at which the writer copies them itself.
@@ -61,10 +61,8 @@ pub struct Checkpoints {
     pages: Arc<AtomicI32>,
     /// The WAL's size when the thread was last asked, and what it had copied by then.
     asked_at: Asked,
-    /// What the thread's checkpoints report, shared with it.
+    /// What the thread's checkpoints report, and the WAL's generation, shared with it.
     progress: Arc<Progress>,
-    /// The WAL's generation: how many times the writer has seen it start over.
-    generation: u32,
     wake: Option<mpsc::SyncSender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -75,6 +73,7 @@ pub struct Checkpoints {
 /// checkpoint that ended as the WAL started over) counts as nothing copied.
 #[derive(Default)]
 struct Progress {
+    /// How many times the writer has seen the WAL start over; set by the writer only.
     generation: AtomicU32,
     report: AtomicU64,
 }
@@ -146,14 +145,7 @@ impl Checkpoints {
         unsafe {
             ffi::sqlite3_wal_hook(writer.handle(), Some(on_commit), Arc::as_ptr(&pages) as *mut c_void);
         }
-        Some(Checkpoints {
-            pages,
-            asked_at: Asked::default(),
-            progress,
-            generation: 0,
-            wake: Some(wake),
-            thread: Some(thread),
-        })
+        Some(Checkpoints { pages, asked_at: Asked::default(), progress, wake: Some(wake), thread: Some(thread) })
     }
 
     /// After each commit of the writer: wakes the thread every [`THREAD_PAGES`] pages of WAL,
@@ -164,10 +156,9 @@ impl Checkpoints {
         if pages < self.asked_at.pages {
             // The WAL started over.
             self.asked_at = Asked::default();
-            self.generation = self.generation.wrapping_add(1);
-            self.progress.generation.store(self.generation, Ordering::Relaxed);
+            self.progress.generation.fetch_add(1, Ordering::Relaxed);
         }
-        let copied = self.progress.copied(self.generation);
+        let copied = self.progress.copied(self.progress.generation.load(Ordering::Relaxed));
         match step(pages, self.asked_at, copied) {
             Step::None => {}
             Step::Wake => {
@@ -250,23 +241,27 @@ fn step(pages: i32, asked: Asked, copied: i32) -> Step {
     }
 }
 
-/// Starts writing the changed pages of `conn`'s database file out to disk, without waiting for
+/// Starts writing the changed pages of the database file `fd` out to disk, without waiting for
 /// them or flushing the disk's cache: the sync of the writer's checkpoint then finds them written
 /// or on their way, and the disk's cache is flushed once per WAL, not at every checkpoint of the
 /// thread's (each flush of the cache makes the WAL's flushes, which requests wait for, wait too).
 #[cfg(target_os = "linux")]
-fn start_writeback(conn: &Connection) {
-    if let Some(fd) = database_fd(conn) {
-        // SAFETY: a plain system call on a descriptor that `conn` holds open.
-        if unsafe { libc::sync_file_range(fd, 0, 0, libc::SYNC_FILE_RANGE_WRITE) } != 0 {
-            log::debug!("cannot start writing the database file out: {}", std::io::Error::last_os_error());
-        }
+fn start_writeback(fd: c_int) {
+    // SAFETY: a plain system call on a descriptor of the thread's connection, open as long as it.
+    if unsafe { libc::sync_file_range(fd, 0, 0, libc::SYNC_FILE_RANGE_WRITE) } != 0 {
+        log::debug!("cannot start writing the database file out: {}", std::io::Error::last_os_error());
     }
 }
 
 /// Elsewhere the kernel writes the pages out in its own time, and the writer's sync the rest.
 #[cfg(not(target_os = "linux"))]
-fn start_writeback(_: &Connection) {}
+fn start_writeback(_: c_int) {}
+
+/// Elsewhere no descriptor is needed.
+#[cfg(not(target_os = "linux"))]
+fn database_fd(_: &Connection) -> Option<c_int> {
+    None
+}
 
 /// The file descriptor through which SQLite reads and writes `conn`'s database file, when it can
 /// be known for sure: the file is one of SQLite's `unix` VFS (whose files begin with their
@@ -310,6 +305,8 @@ fn database_fd(conn: &Connection) -> Option<c_int> {
 }
 
 fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, progress: &Progress) {
+    // Fixed for the connection's life.
+    let fd = database_fd(&conn);
     let mut last = 0;
     while woken.recv().is_ok() {
         let started = std::time::Instant::now();
@@ -321,10 +318,10 @@ fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, progress: &Progr
             // Another checkpoint (the writer's, another process's) holds the WAL: it does the work.
             Ok((true, _, _)) => log::trace!("checkpoint: busy"),
             Ok((false, wal, done)) => {
-                if done != last {
-                    start_writeback(&conn);
-                    last = done;
+                if let Some(fd) = fd.filter(|_| done != last) {
+                    start_writeback(fd);
                 }
+                last = done;
                 progress.report(generation, i32::try_from(done).unwrap_or(0));
                 log::trace!(
                     "checkpoint: {done} of {wal} WAL pages in the database file, {} µs",
@@ -393,14 +390,14 @@ mod tests {
         // Far past the threshold, the WAL starts over instead of growing. A writer's checkpoint
         // that finds the thread's under way tries again at the next commit, so the WAL grows for
         // as long as the thread's checkpoint takes: slack for a thread slowed down by a busy
-        // machine (other tests), well short of the three thresholds written.
+        // machine (other tests), well short of the three limits written.
         let mut cp = Checkpoints::start(&c, &path).unwrap();
-        let largest = write_pages(&c, &mut cp, WRITER_PAGES * 3, &wal);
+        let largest = write_pages(&c, &mut cp, WRITER_LIMIT * 3, &wal);
         cp.stop(&c);
-        let bound = 2 * WRITER_PAGES as u64 * (4096 + 24) + 32;
+        let bound = 2 * WRITER_LIMIT as u64 * (4096 + 24) + 32;
         assert!(largest <= bound, "the WAL reached {largest} bytes, past {bound}");
         let rows: i64 = c.query_row("SELECT count(*) FROM t", [], |r| r.get(0)).unwrap();
-        assert_eq!(rows, i64::from(WRITER_PAGES / 2 / 10 * 10 + WRITER_PAGES * 3 / 10 * 10));
+        assert_eq!(rows, i64::from(WRITER_PAGES / 2 / 10 * 10 + WRITER_LIMIT * 3 / 10 * 10));
     }
 
     #[test]
@@ -455,7 +452,7 @@ mod tests {
         assert_eq!(unsafe { libc::fstat(fd, &raw mut st) }, 0);
         let file = std::fs::metadata(&path).unwrap();
         assert_eq!((st.st_dev, st.st_ino), (file.dev(), file.ino()));
-        start_writeback(&c);
+        start_writeback(fd);
         let m = Connection::open_in_memory().unwrap();
         assert_eq!(database_fd(&m), None);
     }
