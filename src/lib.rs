@@ -60,7 +60,7 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
     let web = http::Web::new(&args.cors_origins, args.compression == cli::Switch::On)?;
     let mut auth = tokens::Auth::new(accepted, tokens::Throttle::new(args.auth_failures, args.auth_window));
-    auth.trusted_proxies = args.trusted_proxies.clone();
+    auth.proxies = tokens::Proxies { trusted: args.trusted_proxies.clone(), header: args.proxy_header };
     let app = App {
         public_url,
         body_limit: args.body_limit,

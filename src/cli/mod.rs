@@ -85,11 +85,16 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_AUTH_WINDOW", default_value = "60s", value_parser = parse_duration)]
     pub auth_window: std::time::Duration,
 
-    /// The address of a proxy in front (a load balancer) whose X-Forwarded-For names the
-    /// client: failed authentications then count against the address it appended, not the
-    /// proxy's. Repeat the flag for several; the variable takes a comma-separated list.
+    /// The address of a proxy in front (a load balancer) that names the client in the header
+    /// of --proxy-header: failed authentications then count against the address it appended,
+    /// not the proxy's. Repeat the flag for several; the variable takes a comma-separated list.
     #[arg(long = "trusted-proxy", env = "COURSED_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<std::net::IpAddr>,
+
+    /// The header the trusted proxies append the client's address to (the other one is the
+    /// client's own text and is ignored).
+    #[arg(long, env = "COURSED_PROXY_HEADER", value_enum, default_value_t = crate::tokens::ProxyHeader::XForwardedFor)]
+    pub proxy_header: crate::tokens::ProxyHeader,
 
     /// Public origin for the links in responses, e.g. https://school.example (without /v1).
     /// Default: built from each request's Host header.

@@ -43,8 +43,8 @@ pub enum Refusal {
 pub struct Auth {
     configured: Tokens,
     pub throttle: Throttle,
-    /// Proxies whose `X-Forwarded-For` names the client (see [`super::throttle::client_address`]).
-    pub trusted_proxies: Vec<IpAddr>,
+    /// Proxies whose forwarding header names the client.
+    pub proxies: super::Proxies,
     verified: Mutex<HashMap<[u8; 32], Verified>>,
     hashing: Semaphore,
 }
@@ -62,7 +62,7 @@ impl Auth {
         Auth {
             configured,
             throttle,
-            trusted_proxies: Vec::new(),
+            proxies: super::Proxies::default(),
             verified: Mutex::default(),
             hashing: Semaphore::new(CONCURRENT_HASHES),
         }
@@ -75,11 +75,7 @@ impl Auth {
 
     /// The address failures of a request from `peer` count against.
     pub fn client(&self, peer: IpAddr, headers: &warp::http::HeaderMap) -> IpAddr {
-        if self.trusted_proxies.is_empty() {
-            return peer;
-        }
-        let forwarded = headers.get("x-forwarded-for").map(HeaderValue::as_bytes);
-        super::throttle::client_address(peer, forwarded, &self.trusted_proxies)
+        self.proxies.client(peer, headers)
     }
 
     /// Who sends `authorization` from `peer`, when that can be told without the database

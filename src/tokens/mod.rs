@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod command;
+pub mod proxy;
 pub mod secret;
 pub mod store;
 pub mod throttle;
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use warp::http::HeaderValue;
 
 pub use auth::{Auth, Refusal};
+pub use proxy::{Proxies, ProxyHeader};
 pub use throttle::Throttle;
 
 /// The name of the caller of a configured token (`--token`, `--tokens-file`, `COURSED_TOKENS`).

@@ -112,21 +112,6 @@ impl Throttle {
     }
 }
 
-/// The client's address: the peer, or, when the peer is one of the `trusted` proxies, the last
-/// address its `X-Forwarded-For` appended (a proxy such as HAProxy with `option forwardfor`
-/// appends the address it took the request from; anything before it the client may have
-/// written). The peer when the header is missing or its last entry is no address.
-pub fn client_address(peer: IpAddr, forwarded_for: Option<&[u8]>, trusted: &[IpAddr]) -> IpAddr {
-    if !trusted.contains(&peer) {
-        return peer;
-    }
-    let last = forwarded_for
-        .and_then(|v| std::str::from_utf8(v).ok())
-        .and_then(|v| v.rsplit(',').next())
-        .and_then(|a| a.trim().parse().ok());
-    last.unwrap_or(peer)
-}
-
 /// The address a failure counts against: an IPv6 address by its /64.
 fn key(addr: IpAddr) -> IpAddr {
     match addr {
@@ -180,23 +165,6 @@ mod tests {
         assert!(t.blocked("2001:db8:0:1::1".parse().unwrap()).is_none());
         t.failed("::ffff:10.0.0.9".parse().unwrap());
         assert!(t.blocked("10.0.0.9".parse().unwrap()).is_some(), "a mapped IPv4 address is that address");
-    }
-
-    #[test]
-    fn behind_a_trusted_proxy_the_client_is_the_address_it_appended() {
-        let proxy: IpAddr = "127.0.0.1".parse().unwrap();
-        let other: IpAddr = "192.0.2.1".parse().unwrap();
-        let trusted = [proxy];
-        let xff = |v: &'static str| Some(v.as_bytes());
-        assert_eq!(client_address(proxy, xff("10.9.8.7"), &trusted), "10.9.8.7".parse::<IpAddr>().unwrap());
-        assert_eq!(
-            client_address(proxy, xff("1.1.1.1, 2001:db8::5"), &trusted),
-            "2001:db8::5".parse::<IpAddr>().unwrap()
-        );
-        assert_eq!(client_address(proxy, xff("1.1.1.1, junk"), &trusted), proxy);
-        assert_eq!(client_address(proxy, None, &trusted), proxy);
-        assert_eq!(client_address(other, xff("10.9.8.7"), &trusted), other, "an untrusted peer cannot choose");
-        assert_eq!(client_address(proxy, xff("10.9.8.7"), &[]), proxy);
     }
 
     #[test]

@@ -210,7 +210,7 @@ on_both!(behind_a_trusted_proxy_failures_count_against_the_forwarded_client);
 async fn behind_a_trusted_proxy_failures_count_against_the_forwarded_client() {
     let t = TestApp::new().await.configured(|app| {
         app.auth.throttle = Throttle::new(2, std::time::Duration::from_secs(60));
-        app.auth.trusted_proxies = vec!["10.0.0.1".parse().unwrap()];
+        app.auth.proxies.trusted = vec!["10.0.0.1".parse().unwrap()];
     });
     let via_proxy = |token: &str, client: &str| {
         as_token(&t, token, "GET", "/v1/modules", "10.0.0.1:3000").header("x-forwarded-for", client)

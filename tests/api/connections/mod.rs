@@ -6,6 +6,7 @@
 
 mod cap;
 mod malformed;
+mod proxy;
 mod timeouts;
 
 use std::io::{Read, Write};
