@@ -28,6 +28,8 @@ pub fn backup(database: &str, output: &Path, force: bool) -> Result<Counts, Stri
     }
     let partial = partial_path(output);
     remove_with_sidecars(&partial);
+    // Ours alone, and never a link someone planted at that name.
+    crate::private::create_new(&partial).map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
     let written = write_checked(database, &partial).and_then(|counts| {
         publish(&partial, output)?;
         Ok(counts)

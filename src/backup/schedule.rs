@@ -31,7 +31,7 @@ impl Schedule {
         if self.keep == 0 {
             return Err("--backup-keep must be at least 1".into());
         }
-        std::fs::create_dir_all(&self.dir).map_err(|e| format!("cannot create {}: {e}", self.dir.display()))
+        crate::private::create_dir(&self.dir).map_err(|e| format!("cannot create {}: {e}", self.dir.display()))
     }
 
     /// Starts the backup thread for `database`; it runs as long as the process.

@@ -51,7 +51,9 @@ pub fn export(database: &str, output: &str, force: bool) -> Result<Counts, Strin
         path.file_name().map_or_else(|| "bundle".into(), |n| n.to_string_lossy()),
         std::process::id()
     ));
-    let written = std::fs::File::create(&partial)
+    // A stale one of this process id is ours; removing a link removes the link, not its target.
+    let _ = std::fs::remove_file(&partial);
+    let written = crate::private::create_new(&partial)
         .map_err(|e| format!("cannot write {}: {e}", partial.display()))
         .and_then(|file| {
             let mut out = std::io::BufWriter::new(file);

@@ -10,6 +10,7 @@ mod copy;
 mod differential;
 mod engines;
 mod errors;
+mod files;
 mod helpers;
 mod include_fields;
 mod openapi;

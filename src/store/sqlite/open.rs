@@ -38,6 +38,11 @@ pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
         | OpenFlags::SQLITE_OPEN_URI
         | OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE;
+    if target != ":memory:" && !target.starts_with("file:") {
+        // A new database holds every token's hash: the owner's only. Should this fail, SQLite's
+        // own open below says why.
+        let _ = crate::private::precreate(std::path::Path::new(target));
+    }
     let mut writer = Connection::open_with_flags(target, flags).map_err(fail)?;
     // Rows of a few KiB fit in one 8 KiB page: read in place from the mapping, with no
     // overflow pages to assemble. Takes effect only on a new, empty file.
