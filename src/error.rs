@@ -66,11 +66,17 @@ pub struct Error {
     pub problems: Vec<Problem>,
     /// The `Allow` header of a 405.
     pub allow: Option<&'static str>,
+    /// Problems found beyond the first [`MAX_PROBLEMS`], counted and not kept.
+    pub omitted: usize,
 }
+
+/// The most problems one error document lists: a request with thousands of faults gets an
+/// answer of bounded size, whose `meta` tells how many more there were.
+pub const MAX_PROBLEMS: usize = 100;
 
 impl Error {
     /// All problems of one request; the status is theirs when they agree, else 400 (JSON:API).
-    pub fn many(problems: Vec<Problem>) -> Error {
+    pub fn many(mut problems: Vec<Problem>) -> Error {
         let first = problems.first().map_or(StatusCode::BAD_REQUEST, |p| p.status);
         let status = if problems.iter().all(|p| p.status == first) {
             first
@@ -79,7 +85,9 @@ impl Error {
         } else {
             StatusCode::INTERNAL_SERVER_ERROR
         };
-        Error { status, problems, allow: None }
+        let omitted = problems.len().saturating_sub(MAX_PROBLEMS);
+        problems.truncate(MAX_PROBLEMS);
+        Error { status, problems, allow: None, omitted }
     }
 
     pub fn not_found(detail: impl Into<String>) -> Error {
@@ -209,7 +217,12 @@ impl Error {
             }
             out.push('}');
         }
-        out.push_str("]}");
+        out.push(']');
+        if self.omitted > 0 {
+            let total = self.problems.len() + self.omitted;
+            let _ = write!(out, r#","meta":{{"errors":{{"total":{total},"omitted":{}}}}}"#, self.omitted);
+        }
+        out.push('}');
         out.into_bytes()
     }
 }
@@ -228,7 +241,7 @@ impl std::fmt::Display for Error {
 
 impl From<Problem> for Error {
     fn from(p: Problem) -> Error {
-        Error { status: p.status, problems: vec![p], allow: None }
+        Error { status: p.status, problems: vec![p], allow: None, omitted: 0 }
     }
 }
 

@@ -1,6 +1,7 @@
 mod access_log;
 mod backup;
 mod binary;
+mod bounded;
 mod browser;
 mod bundle;
 mod collections;

@@ -106,17 +106,22 @@ impl Query {
             return Ok(q);
         }
         let mut problems = Vec::new();
-        let mut seen: Vec<String> = Vec::new();
+        // Each key with how often it came: a key given again is one problem, however often.
+        let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+        let mut repeated: Vec<String> = Vec::new();
         let mut ids: Option<Vec<String>> = None;
         for pair in raw.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = decode_pair(pair);
             q.pairs.push((pair.to_owned(), key.clone()));
             let repeatable = key == "filter[id]" || key == "filter[id][]";
-            if !repeatable && seen.contains(&key) {
-                problems.push(Problem::bad_param(&key, format!("`{key}` is given more than once; give it once.")));
+            let times = seen.entry(key.clone()).or_insert(0);
+            *times += 1;
+            if !repeatable && *times > 1 {
+                if *times == 2 {
+                    repeated.push(key);
+                }
                 continue;
             }
-            seen.push(key.clone());
             let family = key.split('[').next().unwrap_or("");
             let allowed = match family {
                 "include" | "fields" => accepts != Accepts::Nothing,
@@ -161,14 +166,15 @@ impl Query {
                 problems.push(p);
             }
         }
-        if q.search.is_none()
-            && q.sort.iter().any(|k| k.column == RELEVANCE)
-            && !seen.iter().any(|k| k == "filter[search]")
-        {
+        if q.search.is_none() && q.sort.iter().any(|k| k.column == RELEVANCE) && !seen.contains_key("filter[search]") {
             problems.push(Problem::bad_param(
                 "sort",
                 "`relevance` orders the results of a search: give `filter[search]` with it, or sort by another field.",
             ));
+        }
+        for key in repeated {
+            let times = seen[&key];
+            problems.push(Problem::bad_param(&key, format!("`{key}` is given {times} times; give it once.")));
         }
         if let Some(list) = ids {
             if list.len() > MAX_IDS {
