@@ -114,7 +114,7 @@ fn record(sel: &Selection, row: Vec<Value>) -> Record {
     };
     let attrs: Vec<Value> = cells.by_ref().take(sel.attrs.len()).collect();
     let parents = cells.map(|v| if let Value::Text(p) = v { Some(p) } else { None }).collect();
-    Record { id, attrs, parents, children: Vec::new() }
+    Record { id, attrs, parents, children: Vec::new(), links: None }
 }
 
 /// The header line; written by hand so that `format` comes first, for people reading it.

@@ -94,7 +94,11 @@ pub fn render_tagged(
     id: &str,
     if_none_match: Option<&str>,
 ) -> Result<(String, Option<Vec<u8>>)> {
-    let sel = Selection::new(rt, q.fieldset(rt), &q.include);
+    let sel = match (q.include.is_empty(), q.fieldset(rt)) {
+        // The plain document: its tag is the one writes compare `If-Match` with.
+        (true, None) => std::borrow::Cow::Borrowed(Selection::tagged(rt)),
+        _ => Selection::new(rt, q.fieldset(rt), &q.include),
+    };
     if !q.include.is_empty() {
         let rec = get(tx, &sel, id)?.ok_or_else(|| select::not_found(rt, id))?;
         let mut recs = [rec];
@@ -146,7 +150,7 @@ fn read_tagged(
 /// transaction; `None` when it does not exist.
 pub fn current_tag(tx: &mut dyn Tx, base: &Base, rt: &'static ResourceType, id: &str) -> Result<Option<String>> {
     lock_row(tx, rt, id)?;
-    let sel = Selection::whole(rt);
+    let sel = Selection::tagged(rt);
     Ok(get(tx, sel, id)?.map(|rec| etag::resource(base, None, sel, &rec)))
 }
 

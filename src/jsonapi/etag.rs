@@ -7,7 +7,11 @@
 //! * A resource's document (without `include`) is a function of the base URL, the query string
 //!   and the row: its tag hashes those, without rendering the document, so that a conditional
 //!   `GET` answered 304 costs one row read. The same tag, for the plain document (no query),
-//!   is what `If-Match` is compared with on writes to the resource.
+//!   is what `If-Match` is compared with on writes to the resource. The plain document's tag
+//!   also covers the generation of the resource's to-many linkage (see
+//!   [`Selection::tagged`](crate::store::Selection::tagged)), which the document shows only as
+//!   links: a write that replaces the set of children must not pass with a tag read before
+//!   another client added a child.
 //! * Any other document (a page, a linkage, a resource with `include`) is tagged by hashing its
 //!   bytes.
 
@@ -50,6 +54,10 @@ pub fn resource(base: &Base, query: Option<&str>, sel: &Selection, rec: &impl Fi
             }
             None => h.update(&[6]),
         }
+    }
+    if let Some(generation) = rec.links() {
+        h.update(&[7]);
+        h.update(&generation.to_le_bytes());
     }
     quoted(h.digest128())
 }

@@ -20,6 +20,8 @@ pub struct Selection {
     pub to_one: Vec<&'static Relationship>,
     /// Relationships rendered.
     pub rels: Vec<&'static Relationship>,
+    /// Also reads the generation of the type's to-many linkage (see [`Selection::tagged`]).
+    links: bool,
     columns: String,
     by_id: String,
 }
@@ -33,6 +35,10 @@ pub trait Fields {
     fn parent(&self, i: usize) -> Option<&str>;
     /// To-many linkage, known for relationships named in `include`.
     fn children(&self, rel: &Relationship) -> Option<&[String]>;
+    /// The generation of the resource's to-many linkage, when read (see [`Selection::tagged`]).
+    fn links(&self) -> Option<i64> {
+        None
+    }
 }
 
 /// One resource, read and kept (for `include`, which needs the whole page before rendering).
@@ -42,6 +48,8 @@ pub struct Record {
     pub attrs: Vec<Value>,
     pub parents: Vec<Option<String>>,
     pub children: Vec<(&'static Relationship, Vec<String>)>,
+    /// See [`Fields::links`].
+    pub links: Option<i64>,
 }
 
 impl Fields for Record {
@@ -57,12 +65,17 @@ impl Fields for Record {
     fn children(&self, rel: &Relationship) -> Option<&[String]> {
         self.children.iter().find(|(r, _)| std::ptr::eq(*r, rel)).map(|(_, ids)| ids.as_slice())
     }
+    fn links(&self) -> Option<i64> {
+        self.links
+    }
 }
 
 /// A row selected with [`Selection::columns`], read in place (no copies).
 pub struct RowFields<'a> {
     row: &'a dyn Row,
     attrs: usize,
+    /// The column of the linkage generation, when read.
+    links: Option<usize>,
 }
 
 impl Fields for RowFields<'_> {
@@ -78,6 +91,9 @@ impl Fields for RowFields<'_> {
     fn children(&self, _: &Relationship) -> Option<&[String]> {
         None
     }
+    fn links(&self) -> Option<i64> {
+        self.row.cell(self.links?).as_i64()
+    }
 }
 
 /// The fields of a row read once, for work that reads each more than once (an entity tag and
@@ -86,6 +102,7 @@ pub struct ReadOnce<'a> {
     id: &'a str,
     attrs: Vec<Cell<'a>>,
     parents: Vec<Option<&'a str>>,
+    links: Option<i64>,
 }
 
 impl<'a> ReadOnce<'a> {
@@ -94,6 +111,7 @@ impl<'a> ReadOnce<'a> {
             id: f.id(),
             attrs: (0..sel.attrs.len()).map(|i| f.attr(i)).collect(),
             parents: (0..sel.to_one.len()).map(|i| f.parent(i)).collect(),
+            links: f.links(),
         }
     }
 }
@@ -111,6 +129,9 @@ impl Fields for ReadOnce<'_> {
     fn children(&self, _: &Relationship) -> Option<&[String]> {
         None
     }
+    fn links(&self) -> Option<i64> {
+        self.links
+    }
 }
 
 impl Record {
@@ -120,6 +141,7 @@ impl Record {
             attrs: (0..sel.attrs.len()).map(|i| f.attr(i).to_value()).collect(),
             parents: (0..sel.to_one.len()).map(|i| f.parent(i).map(str::to_owned)).collect(),
             children: Vec::new(),
+            links: f.links(),
         }
     }
 }
@@ -141,12 +163,32 @@ impl Selection {
         all.iter().find(|s| std::ptr::eq(s.rt, rt)).expect("every type is in the registry")
     }
 
+    /// [`Selection::whole`] that also reads the generation of the resource's to-many linkage
+    /// (the sum of `row_counts.gen` of its children's counters, which moves whenever a child is
+    /// linked or unlinked): what the resource's entity tag is computed from, so that a tag read
+    /// before a child was added does not match a write that would replace the set.
+    pub fn tagged(rt: &'static ResourceType) -> &'static Selection {
+        static TAGGED: OnceLock<Vec<Selection>> = OnceLock::new();
+        let all = TAGGED.get_or_init(|| {
+            TYPES
+                .iter()
+                .map(|t| {
+                    let mut sel = Selection::build(t, None, &[]);
+                    sel.links = t.relationships.iter().any(|r| !r.is_to_one());
+                    sel.build_columns();
+                    sel
+                })
+                .collect()
+        });
+        all.iter().find(|s| std::ptr::eq(s.rt, rt)).expect("every type is in the registry")
+    }
+
     fn build(rt: &'static ResourceType, fieldset: Option<&[String]>, include: &[Include]) -> Selection {
         let wants = |name: &str| fieldset.is_none_or(|f| f.iter().any(|x| x == name));
         let attrs = rt.attributes.iter().filter(|a| wants(a.name)).collect();
         let rels = rt.relationships.iter().filter(|r| wants(r.name)).collect();
         let to_one = rt.to_one().filter(|r| wants(r.name) || include.iter().any(|i| std::ptr::eq(i.rel, *r))).collect();
-        let mut sel = Selection { rt, attrs, to_one, rels, columns: String::new(), by_id: String::new() };
+        let mut sel = Selection { rt, attrs, to_one, rels, links: false, columns: String::new(), by_id: String::new() };
         sel.build_columns();
         sel
     }
@@ -162,9 +204,12 @@ impl Selection {
     }
 
     fn build_columns(&mut self) {
-        let mut cols = vec!["id"];
-        cols.extend(self.attrs.iter().map(|a| a.name));
-        cols.extend(self.to_one.iter().map(|r| r.fk.column));
+        let mut cols = vec!["id".to_owned()];
+        cols.extend(self.attrs.iter().map(|a| a.name.to_owned()));
+        cols.extend(self.to_one.iter().map(|r| r.fk.column.to_owned()));
+        if self.links {
+            cols.push(links_generation(self.rt));
+        }
         self.columns = cols.join(", ");
         self.by_id = format!("SELECT {} FROM {} WHERE id = ?", self.columns, self.rt.table);
     }
@@ -176,7 +221,13 @@ impl Selection {
 
     /// A copy of `row`, selected with [`Selection::columns`].
     pub fn record(&self, row: &dyn Row) -> Record {
-        Record::of(&RowFields { row, attrs: self.attrs.len() }, self)
+        Record::of(&self.fields(row), self)
+    }
+
+    /// `row`, selected with [`Selection::columns`], read in place.
+    fn fields<'a>(&self, row: &'a dyn Row) -> RowFields<'a> {
+        let attrs = self.attrs.len();
+        RowFields { row, attrs, links: self.links.then_some(1 + attrs + self.to_one.len()) }
     }
 
     /// The parent id of `rec` through the to-one `rel`, if read and set.
@@ -223,8 +274,35 @@ pub fn for_each(
     params: &[Value],
     mut each: impl FnMut(&RowFields<'_>),
 ) -> Result<u64> {
-    let attrs = sel.attrs.len();
-    Ok(tx.query(sql, params, &mut |row| each(&RowFields { row, attrs }))?)
+    Ok(tx.query(sql, params, &mut |row| each(&sel.fields(row)))?)
+}
+
+/// The SQL expression of the generation of the to-many linkage of a row of `rt` (see
+/// [`Selection::tagged`]); the same on both engines.
+fn links_generation(rt: &ResourceType) -> String {
+    // Each to-many relationship's counters are named after the children's key column.
+    let counters: Vec<String> = rt
+        .relationships
+        .iter()
+        .filter(|r| !r.is_to_one())
+        .map(|r| format!("'{}.{}'", r.fk.child.table, r.fk.column))
+        .collect();
+    format!(
+        "(SELECT CAST(coalesce(sum(gen), 0) AS BIGINT) FROM row_counts WHERE parent = {t}.id AND tbl IN ({})) AS links",
+        counters.join(", "),
+        t = rt.table
+    )
+}
+
+/// The generation of the to-many linkage of resource `id` of `rt` (see [`Selection::tagged`]),
+/// read again after a write changed it.
+pub fn links_of(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str) -> Result<Option<i64>> {
+    let sel = Selection::tagged(rt);
+    if !sel.links {
+        return Ok(None);
+    }
+    let sql = format!("SELECT {} FROM {} WHERE id = ?", links_generation(rt), rt.table);
+    Ok(tx.first(&sql, &[Value::Text(id.to_owned())])?.and_then(|v| v.cell().as_i64()))
 }
 
 pub fn exists(tx: &mut dyn Tx, rt: &ResourceType, id: &str) -> Result<bool> {

@@ -1,7 +1,7 @@
 //! Create, update and delete of a resource, driven by its declaration.
 
 use super::relations;
-use super::select::{missing, must_exist, not_found, Record, Selection};
+use super::select::{links_of, missing, must_exist, not_found, Record, Selection};
 use super::tx::{DbError, Tx, Value};
 use crate::error::{Error, Problem, Result};
 use crate::jsonapi::body::{singular, Changes, Linkage};
@@ -30,7 +30,7 @@ pub fn delete_atomicity(rt: &ResourceType) -> Atomicity {
 }
 
 /// Inserts a new resource and its relationships; returns it as stored (every column of
-/// [`Selection::whole`], read back by the same statement).
+/// [`Selection::tagged`], read back by the same statement).
 pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> Result<Record> {
     let id = uuid::Uuid::now_v7().hyphenated().to_string();
     let now = crate::time::now_ms();
@@ -74,8 +74,26 @@ pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> 
             None => Error::internal("an insert without guards inserted nothing"),
         });
     };
+    finish_children(tx, rt, &id, changes, rec, now)
+}
+
+/// Writes the to-many linkage of `changes` for resource `id`, returned as `rec` by its own
+/// statement; reads the generation of its linkage again when that changed it.
+fn finish_children(
+    tx: &mut dyn Tx,
+    rt: &'static ResourceType,
+    id: &str,
+    changes: &Changes,
+    mut rec: Record,
+    now: i64,
+) -> Result<Record> {
+    let mut linked = false;
     for l in changes.relationships.iter().filter(|l| !l.rel.is_to_one()) {
-        relations::replace_children(tx, l, &id, now)?;
+        relations::replace_children(tx, l, id, now)?;
+        linked = true;
+    }
+    if linked {
+        rec.links = links_of(tx, rt, id)?;
     }
     Ok(rec)
 }
@@ -132,7 +150,7 @@ pub fn create_batch(
         Err(e) => return Err(e),
     }
     let sql = format!("{}{}", super::dialect::insert_rows(rt.table, &columns, items.len()), returning(rt));
-    let sel = Selection::whole(rt);
+    let sel = Selection::tagged(rt);
     let mut stored = std::collections::HashMap::with_capacity(items.len());
     tx.query(&sql, &values, &mut |row| {
         let rec = sel.record(row);
@@ -188,21 +206,18 @@ pub fn update(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str, changes: &Ch
     values.push(Value::Text(id.to_owned()));
     let sql = format!("UPDATE {} SET {} WHERE id = ?{}", rt.table, sets.join(", "), returning(rt));
     let rec = returned(tx, rt, &sql, &values)?.ok_or_else(|| not_found(rt, id))?;
-    for l in changes.relationships.iter().filter(|l| !l.rel.is_to_one()) {
-        relations::replace_children(tx, l, id, now)?;
-    }
-    Ok(rec)
+    finish_children(tx, rt, id, changes, rec, now)
 }
 
-/// ` RETURNING` every column of the type, so that a write reads back its row in its own
-/// statement.
+/// ` RETURNING` every column of the type and the generation of its linkage, so that a write
+/// reads back its row (and its entity tag) in its own statement.
 fn returning(rt: &'static ResourceType) -> String {
-    format!(" RETURNING {}", Selection::whole(rt).columns())
+    format!(" RETURNING {}", Selection::tagged(rt).columns())
 }
 
 /// The row a write statement returned, if any; a duplicate of a unique attribute is a 409.
 fn returned(tx: &mut dyn Tx, rt: &'static ResourceType, sql: &str, values: &[Value]) -> Result<Option<Record>> {
-    let sel = Selection::whole(rt);
+    let sel = Selection::tagged(rt);
     let mut rec = None;
     tx.query(sql, values, &mut |row| rec = rec.take().or_else(|| Some(sel.record(row))))
         .map_err(|e| unique_violation(rt, e))?;

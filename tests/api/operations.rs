@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::{assert_valid_jsonapi, many, on_both, one, Resp, TestApp, ATOMIC, JSONAPI};
 
-async fn atomic(t: &TestApp, ops: Value) -> Resp {
+pub async fn atomic(t: &TestApp, ops: Value) -> Resp {
     atomic_as(t, ATOMIC, ops).await
 }
 

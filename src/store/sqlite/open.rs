@@ -7,13 +7,15 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
-const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql"), TOKENS, SEARCH, SEARCH_ROWS];
+const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql"), TOKENS, SEARCH, SEARCH_ROWS, LINKAGE_GENERATIONS];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/sqlite/0002-tokens.sql");
 /// Search: words columns and FTS5 indexes.
 const SEARCH: &str = include_str!("../../../migrations/sqlite/0003-search.sql");
 /// Search: the index of all texts keeps rows only (`detail=none`).
 const SEARCH_ROWS: &str = include_str!("../../../migrations/sqlite/0004-search-rows.sql");
+/// Each parent's counter of children also counts changes of the set (entity tags cover it).
+const LINKAGE_GENERATIONS: &str = include_str!("../../../migrations/sqlite/0005-linkage-generations.sql");
 /// Where a migration has coursed compute the words of the rows that exist (see
 /// [`crate::store::search::backfill`]) before it goes on.
 const WORDS_MARKER: &str = "-- coursed: words of existing rows";
