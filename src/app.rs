@@ -33,7 +33,15 @@ pub struct App {
     pub connections: Limits,
     /// One line per request, when on.
     pub access_log: Option<Arc<AccessLog>>,
+    /// How long a request's database work may take, and how long it may wait for a turn.
+    pub request_timeout: std::time::Duration,
+    /// Permits for the few documents larger than the small budget built at once (see
+    /// [`crate::http::large`]).
+    pub large_documents: Arc<tokio::sync::Semaphore>,
 }
+
+/// How long a request's database work may take, unless `--request-timeout` says otherwise.
+pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl App {
     /// An app over `db` accepting `tokens` (and those of the database), with every other
@@ -49,6 +57,8 @@ impl App {
             web: Arc::new(Web { compression: true, ..Web::default() }),
             connections: Limits::default(),
             access_log: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            large_documents: Arc::new(tokio::sync::Semaphore::new(crate::http::large::LARGE_DOCUMENTS)),
         }
     }
 

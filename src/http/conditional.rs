@@ -20,7 +20,7 @@ pub const CODING_SUFFIXES: [&str; 2] = ["-gz", "-br"];
 
 /// A 200 document tagged by its bytes, or 304 when the request's `If-None-Match` names it
 /// (`compression`: whether the server compresses, see [`if_none_match`]).
-pub fn tagged(headers: &HeaderMap, compression: bool, body: Vec<u8>) -> Response {
+pub fn tagged(headers: &HeaderMap, compression: bool, body: bytes::Bytes) -> Response {
     let tag = etag::bytes(&body);
     let inm = if_none_match(headers, compression);
     if names(inm.as_deref(), &tag) {

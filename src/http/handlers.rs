@@ -12,7 +12,7 @@ use super::conditional::{if_none_match, not_modified, revalidated_tag, with_tag,
 use super::read::{self, current_tag, parse_id, render_one, render_tagged};
 use super::reply::options;
 use super::reply::{check_accept, check_content_type, created, document, error_reply, no_content, read_body};
-use super::{related, BodyStream, Req, Route, COLLECTION, ITEM};
+use super::{heavy, large, related, BodyStream, Req, Route, COLLECTION, ITEM};
 use crate::app::App;
 use crate::error::{Error, Result};
 use crate::jsonapi::body::{self, Mode};
@@ -100,9 +100,9 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             // is the same whichever spelling of the id the request used.
             let url = RequestUrl { query: req.query, ..RequestUrl::resource(&base, rt.name, &id) };
             let inm = if_none_match(&req.headers, app.web.compression);
-            let (tag, body) = app
-                .db
-                .read(move |tx| {
+            let ((tag, body), permit) = large::read(app, q.include.is_empty(), &q, |q| {
+                let (base, url, id, inm) = (base.clone(), url.clone(), id.clone(), inm.clone());
+                move |tx: &mut dyn Tx| {
                     let read = |tx: &mut dyn Tx| render_tagged(tx, &base, &url, rt, &q, &id, inm.as_deref());
                     let (tag, body) = if q.include.is_empty() { read(tx)? } else { snapshot(tx, read)? };
                     // A 304 names the validator that matched (see `revalidated_tag`).
@@ -110,10 +110,11 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
                         Some(_) => (tag, body),
                         None => (revalidated_tag(&tag, inm.as_deref()), None),
                     })
-                })
-                .await?;
+                }
+            })
+            .await?;
             Ok(match body {
-                Some(body) => with_tag(document(StatusCode::OK, body), &tag),
+                Some(body) => with_tag(document(StatusCode::OK, large::body(body, permit)), &tag),
                 None => not_modified(&tag),
             })
         }
@@ -123,19 +124,23 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let base = app.base(&req.headers)?;
             let cond = IfMatch::of(&req.headers, app.require_if_match)?;
             let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
-            let changes = body::resource(rt, &bytes, Mode::Update(&id))?;
+            let changes = {
+                let id = id.clone();
+                heavy::run(bytes.len(), move || body::resource(rt, &bytes, Mode::Update(&id))).await?
+            };
             let atomicity = if cond.is_absent() { write::atomicity(&changes) } else { Atomicity::Transaction };
-            let written = app
-                .db
-                .write_in(atomicity, move |tx| {
-                    if !cond.is_absent() {
-                        cond.check(current_tag(tx, &base, rt, &id)?.as_deref())?;
-                    }
-                    let rec = write::update(tx, rt, &id, &changes)?;
-                    Written::read(tx, &base, rt, &q, rec)
-                })
-                .await?;
-            Ok(written.response(StatusCode::OK))
+            let rec = {
+                let base = base.clone();
+                app.db
+                    .write_in(atomicity, move |tx| {
+                        if !cond.is_absent() {
+                            cond.check(current_tag(tx, &base, rt, &id)?.as_deref())?;
+                        }
+                        write::update(tx, rt, &id, &changes)
+                    })
+                    .await?
+            };
+            Ok(written(app, base, rt, q, rec, StatusCode::OK).await)
         }
         Method::DELETE => {
             Query::parse(req.query.as_deref(), rt, Accepts::Nothing)?;
@@ -162,50 +167,44 @@ async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Respon
     let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
     let base = app.base(&req.headers)?;
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
-    let changes = body::resource(rt, &bytes, Mode::Create)?;
-    let written = app
-        .db
-        .write_in(write::atomicity(&changes), move |tx| {
-            let rec = write::create(tx, rt, &changes)?;
-            Written::read(tx, &base, rt, &q, rec)
-        })
-        .await?;
-    Ok(written.response(StatusCode::CREATED))
+    let changes = heavy::run(bytes.len(), move || body::resource(rt, &bytes, Mode::Create)).await?;
+    let rec = app.db.write_in(write::atomicity(&changes), move |tx| write::create(tx, rt, &changes)).await?;
+    Ok(written(app, base, rt, q, rec, StatusCode::CREATED).await)
 }
 
-/// A resource as a write left it: read inside the write's transaction, so it is exactly what
-/// was committed. Its document is written after the commit, off the writer thread, unless
-/// `include` needs more queries. `tag` is the tag of its plain document (what `If-Match`
-/// compares with next), whatever the response shows.
-enum Written {
-    Read { base: Base, sel: &'static Selection, rec: Record },
-    Rendered { url: String, body: Vec<u8>, tag: String },
-}
-
-impl Written {
-    /// `rec` is the resource as the write returned it (every field); with `include` or sparse
-    /// fieldsets the document is read and rendered here.
-    fn read(tx: &mut dyn Tx, base: &Base, rt: &'static ResourceType, q: &Query, rec: Record) -> Result<Written> {
-        if q.include.is_empty() && q.fieldset(rt).is_none() {
-            return Ok(Written::Read { base: base.clone(), sel: Selection::whole(rt), rec });
-        }
-        let tag = etag::resource(base, None, Selection::whole(rt), &rec);
-        let url = RequestUrl::resource(base, rt.name, &rec.id);
-        let body = render_one(tx, base, &url, rt, q, &rec.id)?;
-        Ok(Written::Rendered { url: url.path_url, body, tag })
-    }
-
-    /// The response: the document with `ETag` (and `Location` when `status` is 201).
-    fn response(self, status: StatusCode) -> Response {
-        let (url, body, tag) = match self {
-            Written::Rendered { url, body, tag } => (url, body, tag),
-            Written::Read { base, sel, rec } => {
-                let url = RequestUrl::resource(&base, sel.rt.name, &rec.id);
-                let body = response::resource(&base, &url, sel, Some(&rec), &Included::new());
-                (url.path_url, body, etag::resource(&base, None, sel, &rec))
+/// The answer to a write that stored `rec` (every field, as committed, read by the write's
+/// own statement): its document, with the tag of its plain document (what `If-Match` compares
+/// with next, whatever the response shows) and, for 201, `Location`. With `include` or sparse
+/// fieldsets the document is read after the commit, within a budget like any read, never on
+/// the writer; should that read fail (the resource deleted meanwhile, a document too large),
+/// the write still stands and the plain document is sent.
+async fn written(
+    app: &App,
+    base: Base,
+    rt: &'static ResourceType,
+    q: Query,
+    rec: Record,
+    status: StatusCode,
+) -> Response {
+    let whole = Selection::whole(rt);
+    let tag = etag::resource(&base, None, whole, &rec);
+    let url = RequestUrl::resource(&base, rt.name, &rec.id);
+    let plain = || bytes::Bytes::from(response::resource(&base, &url, whole, Some(&rec), &Included::new()));
+    let body = if q.include.is_empty() && q.fieldset(rt).is_none() {
+        plain()
+    } else {
+        let read = large::read(app, false, &q, |q| {
+            let (base, url, id) = (base.clone(), url.clone(), rec.id.clone());
+            move |tx: &mut dyn Tx| render_one(tx, &base, &url, rt, &q, &id)
+        });
+        match read.await {
+            Ok((body, permit)) => large::body(body, permit),
+            Err(e) => {
+                log::info!("the document of a write to {} could not be read: {e}", url.path_url);
+                plain()
             }
-        };
-        let r = if status == StatusCode::CREATED { created(&url, body) } else { document(status, body) };
-        with_tag(r, &tag)
-    }
+        }
+    };
+    let r = if status == StatusCode::CREATED { created(&url.path_url, body) } else { document(status, body) };
+    with_tag(r, &tag)
 }

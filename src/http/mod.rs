@@ -12,6 +12,8 @@ mod conditional;
 mod cors;
 mod handlers;
 mod health;
+mod heavy;
+pub mod large;
 mod openapi;
 mod operations;
 mod read;

@@ -4,6 +4,7 @@
 use warp::reply::Response;
 
 use super::conditional::{names, tagged};
+use super::large;
 use super::reply::check_accept;
 use super::Req;
 use crate::app::App;
@@ -14,7 +15,7 @@ use crate::jsonapi::{etag, Accepts, Base, Query};
 use crate::resources::{Relationship, ResourceType};
 use crate::store::list::list;
 use crate::store::relations;
-use crate::store::select::{self, get, get_with, lock_row, must_exist, ReadOnce, Record, Selection};
+use crate::store::select::{self, get, get_with, lock_row, must_exist, Left, ReadOnce, Selection};
 use crate::store::{self, snapshot, Tx};
 
 /// `GET` of a collection, or of one parent's children when `scope` is set.
@@ -33,41 +34,62 @@ pub async fn collection(
         Some((rel, id)) => RequestUrl::related(&base, rel.fk.parent.name, id, rel.name, req.query),
         None => RequestUrl::new(&base, req.path.as_str(), req.query),
     };
-    let bounded = is_bounded(&q);
-    let work = move |tx: &mut dyn Tx| {
-        snapshot(tx, |tx| {
-            let scope = scope.as_ref().map(|(rel, parent)| (*rel, parent.as_str()));
-            if let Some((rel, parent)) = scope {
-                must_exist(tx, rel.fk.parent, parent)?;
-            }
-            let sel = Selection::new(rt, q.fieldset(rt), &q.include);
-            if q.include.is_empty() && q.search.is_none() {
-                // Rendered straight from the rows as they are stepped.
-                return response::collection(&base, &url, &q, &Included::new(), |items| {
-                    list(tx, &sel, &q, scope, |row| items.push(&sel, row))
-                });
-            }
-            let mut page = Vec::new();
-            let total = list(tx, &sel, &q, scope, |row| page.push(Record::of(row, &sel)))?;
-            let included = relations::include(tx, &q, &sel, &mut page)?;
-            let meta = match &q.search {
-                Some(search) => store::search::page_meta(tx, &sel, search, &page)?,
-                None => Default::default(),
-            };
-            response::collection(&base, &url, &q, &included, |items| {
-                page.iter().for_each(|rec| items.push_with_meta(&sel, rec, meta.get(&rec.id).map(String::as_str)));
-                Ok(total)
-            })
+    let (body, permit) = large::read(app, is_bounded(&q), &q, |q| {
+        let (base, url, scope) = (base.clone(), url.clone(), scope.clone());
+        move |tx: &mut dyn Tx| page(tx, &base, &url, rt, &q, scope.as_ref())
+    })
+    .await?;
+    Ok(tagged(&req.headers, app.web.compression, large::body(body, permit)))
+}
+
+/// The document of one page of `rt` (of one parent's children with `scope`), read in one
+/// snapshot within `q`'s budget.
+fn page(
+    tx: &mut dyn Tx,
+    base: &Base,
+    url: &RequestUrl,
+    rt: &'static ResourceType,
+    q: &Query,
+    scope: Option<&(&'static Relationship, String)>,
+) -> Result<Vec<u8>> {
+    snapshot(tx, |tx| {
+        let scope = scope.map(|(rel, parent)| (*rel, parent.as_str()));
+        if let Some((rel, parent)) = scope {
+            must_exist(tx, rel.fk.parent, parent)?;
+        }
+        let sel = Selection::new(rt, q.fieldset(rt), &q.include);
+        if q.include.is_empty() && q.search.is_none() {
+            // Rendered straight from the rows as they are stepped.
+            return response::collection(base, url, q, &Included::new(), |items| {
+                list(tx, &sel, q, scope, |row| items.push(&sel, row))
+            });
+        }
+        let mut page = Vec::new();
+        let mut left = Left::new(q.budget.bytes, usize::MAX);
+        let total = list(tx, &sel, q, scope, |row| left.keep(row, &sel, &mut page))?;
+        if left.over() {
+            return Err(q.budget.exceeded());
+        }
+        left.resources = q.budget.included;
+        let included = relations::include(tx, q, &sel, &mut page, &mut left)?;
+        let meta = match &q.search {
+            Some(search) => store::search::page_meta(tx, &sel, search, &page)?,
+            None => Default::default(),
+        };
+        response::collection(base, url, q, &included, |items| {
+            page.iter().for_each(|rec| items.push_with_meta(&sel, rec, meta.get(&rec.id).map(String::as_str)));
+            Ok(total)
         })
-    };
-    let body = if bounded { app.db.read(work).await? } else { app.db.scan(work).await? };
-    Ok(tagged(&req.headers, app.web.compression, body))
+    })
 }
 
 /// Whether a page is read by walking one index (so it may run inline): at most one sort key,
-/// and no filter that must look at rows beyond the page.
+/// no filter that must look at rows beyond the page, and nothing to include.
 fn is_bounded(q: &Query) -> bool {
-    q.search.is_none() && q.sort.len() <= 1 && q.filters.iter().all(|f| !matches!(f, Filter::Equals(a, _) if !a.unique))
+    q.search.is_none()
+        && q.include.is_empty()
+        && q.sort.len() <= 1
+        && q.filters.iter().all(|f| !matches!(f, Filter::Equals(a, _) if !a.unique))
 }
 
 /// The document of resource `id` with what `q` includes; 404 when it does not exist.
@@ -101,9 +123,11 @@ pub fn render_tagged(
     };
     if !q.include.is_empty() {
         let rec = get(tx, &sel, id)?.ok_or_else(|| select::not_found(rt, id))?;
+        let mut left = Left::new(q.budget.bytes.saturating_sub(rec.size()), q.budget.included);
         let mut recs = [rec];
-        let included = relations::include(tx, q, &sel, &mut recs)?;
-        let body = response::resource(base, url, &sel, Some(&recs[0]), &included);
+        let included = relations::include(tx, q, &sel, &mut recs, &mut left)?;
+        let body = response::resource_within(base, url, &sel, Some(&recs[0]), &included, q.budget.bytes)
+            .ok_or_else(|| q.budget.exceeded())?;
         let tag = etag::bytes(&body);
         return Ok((tag.clone(), (!names(if_none_match, &tag)).then_some(body)));
     }
@@ -111,17 +135,17 @@ pub fn render_tagged(
         // A revalidation: answered from the tag remembered for this document when nothing was
         // committed since (one read of the snapshot's mark instead of the row).
         return snapshot(tx, |tx| {
-            let Some(mark) = tx.mark()? else { return read_tagged(tx, base, url, &sel, id, if_none_match) };
+            let Some(mark) = tx.mark()? else { return read_tagged(tx, base, url, &sel, q, id, if_none_match) };
             let key = format!("{}\u{0}{}\u{0}{id}\u{0}{}", base.as_str(), rt.name, url.query.as_deref().unwrap_or(""));
             if let Some(tag) = tx.tags().get(&key, mark).filter(|tag| names(if_none_match, tag)) {
                 return Ok((tag, None));
             }
-            let shown = read_tagged(tx, base, url, &sel, id, if_none_match)?;
+            let shown = read_tagged(tx, base, url, &sel, q, id, if_none_match)?;
             tx.tags().put(key, shown.0.clone(), mark);
             Ok(shown)
         });
     }
-    read_tagged(tx, base, url, &sel, id, if_none_match)
+    read_tagged(tx, base, url, &sel, q, id, if_none_match)
 }
 
 /// The tag of resource `id` read with `sel` (no `include`), and its document unless
@@ -131,6 +155,7 @@ fn read_tagged(
     base: &Base,
     url: &RequestUrl,
     sel: &Selection,
+    q: &Query,
     id: &str,
     if_none_match: Option<&str>,
 ) -> Result<(String, Option<Vec<u8>>)> {
@@ -139,11 +164,16 @@ fn read_tagged(
     get_with(tx, sel, id, |row| {
         let row = ReadOnce::of(row, sel);
         let tag = etag::resource(base, url.query.as_deref(), sel, &row);
-        let body =
-            (!names(if_none_match, &tag)).then(|| response::resource(base, url, sel, Some(&row), &Included::new()));
+        let budget = q.budget.bytes;
+        let body = (!names(if_none_match, &tag))
+            .then(|| response::resource_within(base, url, sel, Some(&row), &Included::new(), budget));
         shown = Some((tag, body));
     })?;
-    shown.ok_or_else(|| select::not_found(rt, id))
+    match shown {
+        None => Err(select::not_found(rt, id)),
+        Some((_, Some(None))) => Err(q.budget.exceeded()),
+        Some((tag, body)) => Ok((tag, body.flatten())),
+    }
 }
 
 /// The current tag of resource `id` (of its plain document), its row locked for the rest of the

@@ -7,6 +7,7 @@ use warp::http::{Method, StatusCode};
 use warp::reply::Response;
 
 use super::conditional::{tagged, with_tag, IfMatch};
+use super::large;
 use super::read::{self, parse_id, render_one};
 use super::reply::{check_accept, check_content_type, document, no_content, read_body};
 use super::{Req, RELATED, TO_MANY, TO_ONE};
@@ -35,9 +36,9 @@ pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &s
     let q = Query::parse(req.query.as_deref(), target, Accepts::Single)?;
     let base = app.base(&req.headers)?;
     let url = RequestUrl::related(&base, rt.name, &id, rel.name, req.query);
-    let body = app
-        .db
-        .read(move |tx| {
+    let (body, permit) = large::read(app, q.include.is_empty(), &q, |q| {
+        let (base, url, id) = (base.clone(), url.clone(), id.clone());
+        move |tx: &mut dyn Tx| {
             snapshot(tx, |tx| match relations::parent_id(tx, rel, &id)? {
                 Some(parent) => render_one(tx, &base, &url, target, &q, &parent),
                 None => {
@@ -45,9 +46,10 @@ pub async fn related(app: &App, rt: &'static ResourceType, raw_id: &str, rel: &s
                     Ok(response::resource(&base, &url, &sel, None::<&Record>, &Included::new()))
                 }
             })
-        })
-        .await?;
-    Ok(tagged(&req.headers, app.web.compression, body))
+        }
+    })
+    .await?;
+    Ok(tagged(&req.headers, app.web.compression, large::body(body, permit)))
 }
 
 /// `/{type}/{id}/relationships/{rel}`: read or write the linkage.
@@ -69,13 +71,13 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
                 Ok(response::linkage(&base, rt.name, &id, rel, &ids))
             })
             .await?;
-        return Ok(tagged(&req.headers, app.web.compression, body));
+        return Ok(tagged(&req.headers, app.web.compression, body.into()));
     }
 
     check_content_type(&req.headers)?;
     let cond = IfMatch::of(&req.headers, app.require_if_match)?;
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
-    let linkage = body::relationship(rel, &bytes)?;
+    let linkage = super::heavy::run(bytes.len(), move || body::relationship(rel, &bytes)).await?;
     let how = match req.method {
         Method::PATCH => LinkageWrite::Replace,
         Method::POST => LinkageWrite::Add,

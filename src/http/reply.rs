@@ -19,15 +19,15 @@ use crate::tokens::Refusal;
 pub const JSONAPI: &str = "application/vnd.api+json";
 
 /// A JSON:API document response.
-pub fn document(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut r = Response::new(body.into());
+pub fn document(status: StatusCode, body: impl Into<warp::hyper::body::Bytes>) -> Response {
+    let mut r = Response::new(body.into().into());
     *r.status_mut() = status;
     r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(JSONAPI));
     r
 }
 
 /// 201 with `Location`.
-pub fn created(location: &str, body: Vec<u8>) -> Response {
+pub fn created(location: &str, body: impl Into<warp::hyper::body::Bytes>) -> Response {
     let mut r = document(StatusCode::CREATED, body);
     if let Ok(v) = HeaderValue::from_str(location) {
         r.headers_mut().insert(LOCATION, v);

@@ -36,9 +36,29 @@ pub fn finish<F>(inner: F, web: Arc<Web>) -> impl Filter<Extract = (Response,), 
 where
     F: Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static,
 {
-    // A plain `map`: finishing never waits (the bodies are in memory, see `in_memory`), and an
-    // async step here costs every request a future of its own.
-    warp::method().and(asked()).and(inner).map(move |method, asked, r| finish_one(&web, &method, &asked, r))
+    // Finishing never waits (the bodies are in memory, see `in_memory`): a ready future, and
+    // no future of its own, unless a large body is to be compressed, which goes to the
+    // blocking pool (see `super::heavy`).
+    warp::method().and(asked()).and(inner).then(move |method: Method, asked: Asked, r: Response| {
+        let web = web.clone();
+        if web.compression && large(&r) && coding(&asked).is_some() {
+            let finished = tokio::task::spawn_blocking(move || finish_one(&web, &method, &asked, r));
+            return futures_util::future::Either::Right(async move {
+                finished.await.unwrap_or_else(|e| error_reply(&Error::internal(e)))
+            });
+        }
+        futures_util::future::Either::Left(std::future::ready(finish_one(&web, &method, &asked, r)))
+    })
+}
+
+/// Whether compressing `r`'s body is more work than the async threads should do.
+fn large(r: &Response) -> bool {
+    http_body::Body::size_hint(r.body()).exact().unwrap_or(0) > super::heavy::INLINE_BYTES as u64
+}
+
+/// The coding the request accepts, if any.
+fn coding(asked: &Asked) -> Option<Coding> {
+    asked.accept_encoding.as_ref().and_then(|v| v.to_str().ok()).and_then(compress::negotiate)
 }
 
 /// What finishing a response needs of its request: three of its headers, each taken as it
@@ -65,7 +85,7 @@ fn asked() -> impl Filter<Extract = (Asked,), Error = Infallible> + Clone {
 
 fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Response {
     if web.compression {
-        r = compress(asked.accept_encoding.as_ref(), r);
+        r = compress(coding(asked), r);
     }
     if *method == Method::HEAD {
         // The headers of the GET, its length included; no body.
@@ -87,7 +107,7 @@ fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Res
 /// whatever its size: a 304 is not rendered, so it could not tell whether its 200 would have
 /// been large enough, and it must say what that 200 says (RFC 9110 §15.4.5). Its tag is already
 /// that of the coding the request accepts (see `conditional::if_none_match`).
-fn compress(accept_encoding: Option<&HeaderValue>, mut r: Response) -> Response {
+fn compress(coding: Option<Coding>, mut r: Response) -> Response {
     if r.status() == StatusCode::NO_CONTENT || r.headers().contains_key(CONTENT_ENCODING) {
         return r;
     }
@@ -97,7 +117,6 @@ fn compress(accept_encoding: Option<&HeaderValue>, mut r: Response) -> Response 
         return r;
     }
     let (mut parts, body) = r.into_parts();
-    let coding = accept_encoding.and_then(|v| v.to_str().ok()).and_then(compress::negotiate);
     let Some(coding) = coding else { return Response::from_parts(parts, body) };
     let Some(bytes) = in_memory(body) else {
         return error_reply(&Error::internal("a response body was not in memory"));

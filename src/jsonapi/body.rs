@@ -68,6 +68,31 @@ pub fn resource(rt: &'static ResourceType, bytes: &[u8], mode: Mode<'_>) -> Resu
 /// Parses the `data` member of a create or update document for `rt` (pointers are those of the
 /// whole document: `/data/...`).
 pub fn resource_data(rt: &'static ResourceType, data: &Json, mode: Mode<'_>) -> Result<Changes, Error> {
+    resource_data_with(rt, data, mode, None)
+}
+
+/// The search words of the searchable attributes `data` (a resource object) sets, as
+/// (words column, words), computed before a unit of work that must not spend its time on them
+/// (see [`resource_data_with`]). A value that is not valid is skipped: the parse refuses it.
+pub fn words_in(rt: &'static ResourceType, data: &Json) -> Vec<(&'static str, Value)> {
+    let Some(attrs) = data.get("attributes").and_then(Json::as_object) else { return Vec::new() };
+    crate::search::columns(rt)
+        .filter_map(|(a, _)| match attrs.get(a.name) {
+            // Leading and trailing white space, which a title loses, is no part of any word.
+            Some(Json::String(s)) => crate::search::derived_text(a, s),
+            Some(Json::Null) => crate::search::derived_text(a, ""),
+            _ => None,
+        })
+        .collect()
+}
+
+/// [`resource_data`], with the search words already computed by [`words_in`] when given.
+pub fn resource_data_with(
+    rt: &'static ResourceType,
+    data: &Json,
+    mode: Mode<'_>,
+    words: Option<Vec<(&'static str, Value)>>,
+) -> Result<Changes, Error> {
     let Some(data) = data.as_object() else {
         return Err(Problem::malformed("/data", "`data` must be a resource object.").into());
     };
@@ -167,7 +192,8 @@ pub fn resource_data(rt: &'static ResourceType, data: &Json, mode: Mode<'_>) -> 
         }
     }
     if problems.is_empty() {
-        let words = attributes.iter().filter_map(|(a, v)| crate::search::derived(a, v)).collect();
+        let words =
+            words.unwrap_or_else(|| attributes.iter().filter_map(|(a, v)| crate::search::derived(a, v)).collect());
         Ok(Changes { attributes, relationships, words })
     } else {
         Err(Error::many(problems))

@@ -55,6 +55,11 @@ impl Doc {
         Doc { buf, self_url: Vec::with_capacity(128) }
     }
 
+    /// The bytes written so far.
+    pub fn written(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Writes `,"name":` (the value follows).
     pub fn member(&mut self, name: &str) {
         self.buf.push(b',');

@@ -36,7 +36,9 @@ pub fn escape_into(out: &mut Vec<u8>, s: &str) {
     out.reserve(bytes.len());
     let (mut start, mut i) = (0, 0);
     loop {
+        let from = i;
         i = plain_from(bytes, i);
+        crate::search::work::add(i - from + 1);
         let Some(&b) = bytes.get(i) else { break };
         out.extend_from_slice(&bytes[start..i]);
         match ESCAPE[b as usize] {

@@ -11,6 +11,7 @@ pub type Included = Vec<(Selection, Vec<Record>)>;
 
 /// The URL of a document's `links.self`: the request's absolute path (paging links are built
 /// on it) and its query as received.
+#[derive(Debug, Clone)]
 pub struct RequestUrl {
     pub path_url: String,
     pub query: Option<String>,
@@ -81,21 +82,36 @@ pub fn resource(
     rec: Option<&impl Fields>,
     included: &Included,
 ) -> Vec<u8> {
+    // One resource, and what was read for it within its budget.
+    resource_within(base, url, sel, rec, included, usize::MAX).unwrap_or_default()
+}
+
+/// [`resource`], refused (`None`) when the document grows past `budget` bytes.
+pub fn resource_within(
+    base: &Base,
+    url: &RequestUrl,
+    sel: &Selection,
+    rec: Option<&impl Fields>,
+    included: &Included,
+    budget: usize,
+) -> Option<Vec<u8>> {
     let size = rec.map_or(0, |r| approximate_size(r, sel.attrs.len()));
     let included_size: usize =
         included.iter().flat_map(|(s, recs)| recs.iter().map(|r| approximate_size(r, s.attrs.len()))).sum();
-    let mut doc = Doc::new(size + included_size + 512);
+    let mut doc = Doc::new((size + included_size + 512).min(budget));
     doc.member("data");
     match rec {
         Some(rec) => doc.resource(base, sel, rec),
         None => doc.raw("null"),
     }
-    write_included(&mut doc, base, included);
+    if !write_included(&mut doc, base, included, budget) {
+        return None;
+    }
     doc.member("links");
     doc.raw(r#"{"self":"#);
     url.write_self(&mut doc);
     doc.byte(b'}');
-    doc.finish()
+    Some(doc.finish())
 }
 
 /// One page of a collection with `meta.page` and the paging links. `fill` writes the
@@ -109,14 +125,17 @@ pub fn collection(
 ) -> Result<Vec<u8>> {
     let included_size: usize =
         included.iter().flat_map(|(s, recs)| recs.iter().map(|r| approximate_size(r, s.attrs.len()))).sum();
-    let mut doc = Doc::new(q.page.size as usize * 4096 + included_size);
+    let budget = q.budget.bytes;
+    let mut doc = Doc::new((q.page.size as usize * 4096 + included_size).min(budget));
     doc.member("data");
     doc.byte(b'[');
-    let mut items = Items { doc: &mut doc, base, count: 0 };
+    let mut items = Items { doc: &mut doc, base, count: 0, budget, over: false };
     let total = fill(&mut items)?;
-    let count = items.count;
+    let (count, over) = (items.count, items.over);
     doc.byte(b']');
-    write_included(&mut doc, base, included);
+    if over || !write_included(&mut doc, base, included, budget) {
+        return Err(q.budget.exceeded());
+    }
 
     let (number, per_page) = (q.page.number, q.page.size);
     let last = total.div_ceil(per_page).max(1);
@@ -150,6 +169,9 @@ pub struct Items<'d> {
     doc: &'d mut Doc,
     base: &'d Base,
     count: u64,
+    /// The most bytes the document may take; past them the rest of the rows are not written.
+    budget: usize,
+    over: bool,
 }
 
 impl Items<'_> {
@@ -159,6 +181,13 @@ impl Items<'_> {
 
     /// Adds a resource with its `meta` object (JSON), when given.
     pub fn push_with_meta(&mut self, sel: &Selection, rec: &impl Fields, meta: Option<&str>) {
+        if self.over {
+            return;
+        }
+        if self.doc.written() > self.budget {
+            self.over = true;
+            return;
+        }
         if self.count > 0 {
             self.doc.byte(b',');
         }
@@ -196,15 +225,19 @@ pub fn linkage(base: &Base, owner_type: &str, owner: &str, rel: &Relationship, i
     doc.finish()
 }
 
-fn write_included(doc: &mut Doc, base: &Base, included: &Included) {
+/// Writes `included`; false when the document grew past `budget` bytes on the way.
+fn write_included(doc: &mut Doc, base: &Base, included: &Included, budget: usize) -> bool {
     if included.iter().all(|(_, recs)| recs.is_empty()) {
-        return;
+        return doc.written() <= budget;
     }
     doc.member("included");
     doc.byte(b'[');
     let mut first = true;
     for (sel, recs) in included {
         for rec in recs {
+            if doc.written() > budget {
+                return false;
+            }
             if !first {
                 doc.byte(b',');
             }
@@ -213,6 +246,7 @@ fn write_included(doc: &mut Doc, base: &Base, included: &Included) {
         }
     }
     doc.byte(b']');
+    doc.written() <= budget
 }
 
 /// Roughly the bytes `rec` renders to, to size the buffer once.

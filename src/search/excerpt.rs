@@ -8,10 +8,14 @@
 
 use std::ops::Range;
 
-use super::{spans, SearchQuery, Searchable};
+use super::{spans, work, SearchQuery, Searchable};
 
 /// About how many characters an excerpt shows.
 pub const LENGTH: usize = 160;
+/// How much of a text an excerpt is looked for in, at most (bytes; characters where the
+/// database cuts the text, see [`crate::store::search::page_meta`]): a match further on shows
+/// no excerpt of that text, so that a page of long texts costs a bounded amount of work.
+pub const SCANNED: usize = 64 << 10;
 /// Words shown before the first match, at most.
 const BEFORE: usize = 6;
 
@@ -26,7 +30,7 @@ pub struct Excerpt {
 /// text) in which a term matches; `None` when none does.
 pub fn excerpt(q: &SearchQuery, texts: &[(&'static str, &Searchable, &str)]) -> Option<Excerpt> {
     for (name, how, text) in texts {
-        let text = how.plain(text);
+        let text = how.plain(head(text, SCANNED));
         let found = find(q, &text, how.max_bytes);
         if let Some(first) = found.first() {
             return Some(Excerpt { attribute: name, html: render(&text, first.start, &found) });
@@ -55,6 +59,7 @@ fn find(q: &SearchQuery, text: &str, max_bytes: usize) -> Vec<Range<usize>> {
                 continue;
             }
             let hit = t.words.iter().enumerate().all(|(k, w)| {
+                work::add(1);
                 let got = &words[i + k].1;
                 if t.prefix && k == n - 1 {
                     got.starts_with(w.as_str())
@@ -78,12 +83,15 @@ fn find(q: &SearchQuery, text: &str, max_bytes: usize) -> Vec<Range<usize>> {
     merged
 }
 
-/// The excerpt of `text` around the match at `at`, with `marks` marked.
+/// The excerpt of `text` around the match at `at`, with `marks` (in order, apart) marked.
+/// Marks are taken in order as the text goes by, so that each character costs the same however
+/// many marks there are.
 fn render(text: &str, at: usize, marks: &[Range<usize>]) -> String {
     // Start a few words before the match.
     let starts: Vec<usize> = spans(&text[..at]).map(|(r, _)| r.start).collect();
     let from = starts.len().checked_sub(BEFORE).map_or(0, |i| starts[i]);
     let mut out = String::with_capacity(LENGTH + 64);
+    work::add(from);
     if text[..from].chars().any(|c| !c.is_whitespace()) {
         out.push('…');
     }
@@ -91,13 +99,16 @@ fn render(text: &str, at: usize, marks: &[Range<usize>]) -> String {
     let mut space = false;
     let mut i = from;
     let mut open = false;
+    // The mark being shown, or the next one.
+    let mut next = marks.partition_point(|m| m.end <= from);
     for (pos, c) in text[from..].char_indices() {
+        work::add(1);
         let pos = pos + from;
         i = pos;
-        if let Some(m) = marks.iter().find(|m| m.end == pos).filter(|_| open) {
-            let _ = m;
+        if open && marks[next].end <= pos {
             out.push_str("</mark>");
             open = false;
+            next += 1;
         }
         if c.is_whitespace() {
             space = true;
@@ -114,7 +125,7 @@ fn render(text: &str, at: usize, marks: &[Range<usize>]) -> String {
             shown += 1;
         }
         space = false;
-        if marks.iter().any(|m| m.start == pos) && !open {
+        if !open && marks.get(next).is_some_and(|m| m.start <= pos) {
             out.push_str("<mark>");
             open = true;
         }
@@ -131,10 +142,24 @@ fn render(text: &str, at: usize, marks: &[Range<usize>]) -> String {
     if open {
         out.push_str("</mark>");
     }
-    if text[i..].chars().any(|c| !c.is_whitespace()) {
+    let rest = text[i..].trim_start();
+    work::add(text.len() - i - rest.len() + 1);
+    if !rest.is_empty() {
         out.push('…');
     }
     out
+}
+
+/// The first `max` bytes of `text`, cut at a character.
+fn head(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 #[cfg(test)]

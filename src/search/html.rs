@@ -7,6 +7,12 @@
 
 use unicode_normalization::UnicodeNormalization as _;
 
+use super::work;
+
+/// How far after its `&` the `;` of a character reference may be (`&thinsp;`, `&#x10FFFF;`):
+/// an `&` is looked at no further than this.
+const MAX_REFERENCE: usize = 12;
+
 /// Tags that do not break a word: `<b>pho</b>to` reads `photo`.
 const INLINE: &[&str] = &[
     "a", "abbr", "b", "bdi", "bdo", "cite", "code", "data", "dfn", "em", "font", "i", "kbd", "mark", "q", "s", "samp",
@@ -17,7 +23,7 @@ const INLINE: &[&str] = &[
 pub fn text(html: &str) -> String {
     let mut out = String::with_capacity(html.len());
     let mut rest = html;
-    while let Some(at) = rest.find(['<', '&']) {
+    while let Some(at) = find(rest, |b| b == b'<' || b == b'&') {
         out.push_str(&rest[..at]);
         rest = &rest[at..];
         if rest.starts_with('&') {
@@ -39,23 +45,34 @@ pub fn text(html: &str) -> String {
     out
 }
 
-/// Skips the markup at the start of `s` (which starts with `<`); returns what follows.
+/// The position of the first byte of `s` that `is` (an ASCII byte), counting the bytes looked at.
+fn find(s: &str, is: impl Fn(u8) -> bool) -> Option<usize> {
+    let at = s.bytes().position(is);
+    work::add(at.map_or(s.len(), |i| i + 1));
+    at
+}
+
+/// Skips the markup at the start of `s` (which starts with `<`); returns what follows. Every
+/// scan here either stops at what it looks for, which is then behind, or runs to the end of
+/// `s`, which is then all skipped: no byte is looked at twice.
 fn skip_markup<'a>(s: &'a str, out: &mut String) -> &'a str {
     if let Some(body) = s.strip_prefix("<!--") {
         out.push(' ');
-        return body.find("-->").map_or("", |end| &body[end + 3..]);
+        return find_ascii_ci(body, "-->").map_or("", |end| &body[end + 3..]);
     }
     let after = &s[1..];
     let closing = after.starts_with('/');
     let name_start = usize::from(closing);
-    let name_len = after[name_start..].find(|c: char| !c.is_ascii_alphanumeric()).unwrap_or(after.len() - name_start);
+    let name_len = find(&after[name_start..], |b| !b.is_ascii_alphanumeric()).unwrap_or(after.len() - name_start);
     let starts_tag = name_len > 0 || after.starts_with('!') || after.starts_with('?');
     if !starts_tag {
         // A `<` that opens no tag is text.
         out.push('<');
         return after;
     }
-    let name = after[name_start..name_start + name_len].to_ascii_lowercase();
+    // A tag name longer than any known one is no name of ours (and is skipped as a whole
+    // below): no copy of it is made.
+    let name = after[name_start..name_start + name_len.min(8)].to_ascii_lowercase();
     let end = tag_end(after);
     let rest = &after[end..];
     if !INLINE.contains(&name.as_str()) {
@@ -78,27 +95,35 @@ fn skip_markup<'a>(s: &'a str, out: &mut String) -> &'a str {
 /// `>`); the end of `s` when it never ends.
 fn tag_end(s: &str) -> usize {
     let mut quote = None;
-    for (i, c) in s.char_indices() {
-        match (quote, c) {
-            (None, '"' | '\'') => quote = Some(c),
-            (Some(q), c) if c == q => quote = None,
-            (None, '>') => return i + 1,
+    for (i, b) in s.bytes().enumerate() {
+        match (quote, b) {
+            (None, b'"' | b'\'') => quote = Some(b),
+            (Some(q), b) if b == q => quote = None,
+            (None, b'>') => {
+                work::add(i + 1);
+                return i + 1;
+            }
             _ => {}
         }
     }
+    work::add(s.len());
     s.len()
 }
 
+/// Where `needle` (short, ASCII) first starts in `hay`, ignoring ASCII case.
 fn find_ascii_ci(hay: &str, needle: &str) -> Option<usize> {
-    hay.as_bytes().windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+    let at = hay.as_bytes().windows(needle.len()).position(|w| w.eq_ignore_ascii_case(needle.as_bytes()));
+    work::add(at.map_or(hay.len(), |i| i + 1) * needle.len());
+    at
 }
 
 /// The character reference at the start of `s` (which starts with `&`): its text and length.
+/// Only the next [`MAX_REFERENCE`] bytes are looked at: a run of `&` without `;` costs each
+/// `&` that much, not the rest of the text.
 fn entity(s: &str) -> Option<(String, usize)> {
-    let end = s[1..].find(';')? + 1;
-    if end > 12 {
-        return None;
-    }
+    let window = &s.as_bytes()[1..s.len().min(MAX_REFERENCE + 1)];
+    work::add(window.len());
+    let end = window.iter().position(|&b| b == b';')? + 1;
     let name = &s[1..end];
     let decoded = if let Some(num) = name.strip_prefix('#') {
         let code = match num.strip_prefix(['x', 'X']) {

@@ -14,7 +14,10 @@
 
 pub mod excerpt;
 pub mod html;
+#[cfg(test)]
+mod linear;
 pub mod query;
+pub mod work;
 
 use unicode_normalization::char::{decompose_compatible, is_combining_mark};
 
@@ -102,6 +105,7 @@ impl Spans<'_> {
                 return Some(item);
             }
             let (i, ch) = self.chars.next()?;
+            work::add(1);
             let end = i + ch.len_utf8();
             if ch.is_ascii() {
                 return Some((i, end, ch.is_ascii_alphanumeric().then(|| ch.to_ascii_lowercase())));
@@ -112,6 +116,7 @@ impl Spans<'_> {
                     // Lower-casing may give a character that decomposes again.
                     decompose_compatible(l, |e| {
                         // Combining marks are dropped: they neither add to a word nor end it.
+                        work::add(1);
                         if !is_combining_mark(e) {
                             queue.push_back((i, end, e.is_alphanumeric().then_some(e)));
                         }
@@ -160,11 +165,19 @@ pub fn columns(rt: &ResourceType) -> impl Iterator<Item = (&'static Attribute, &
 
 /// The value of `attr`'s words column when the attribute is written with `value`.
 pub fn derived(attr: &Attribute, value: &Value) -> Option<(&'static str, Value)> {
+    derived_text(
+        attr,
+        match value {
+            Value::Text(t) => t.as_str(),
+            _ => "",
+        },
+    )
+}
+
+/// The value of `attr`'s words column when the attribute is written with `text` (`""` for
+/// null).
+pub fn derived_text(attr: &Attribute, text: &str) -> Option<(&'static str, Value)> {
     let how = attr.search.as_ref()?;
-    let text = match value {
-        Value::Text(t) => t.as_str(),
-        _ => "",
-    };
     Some((how.column, Value::Text(words_of(text, how))))
 }
 

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::select::{exists, lock_row, missing, must_exist, not_found, read_all, Record, Selection};
+use super::select::{exists, lock_row, missing, must_exist, not_found, read_within, Left, Record, Selection};
 use super::tx::{Tx, Value};
 use crate::error::{Error, Result};
 use crate::jsonapi::body::{singular, Linkage};
@@ -184,18 +184,23 @@ fn orphan_error(l: &Linkage, orphans: &[String]) -> Error {
 
 /// The included resources, one group per relationship level; fills the to-many linkage of
 /// `records` for included relationships. One query per relationship level for the whole page.
+/// What they take counts against `left`, what is left of the document's budget (see
+/// [`crate::jsonapi::query::Budget`]): past it, the document's error, and no more is read (each
+/// level reads at most one row more than the resources the budget has left).
 pub fn include(
     tx: &mut dyn Tx,
     q: &Query,
     sel: &Selection,
     records: &mut [Record],
+    left: &mut Left,
 ) -> Result<Vec<(Selection, Vec<Record>)>> {
     let mut seen: HashSet<(&'static str, String)> = records.iter().map(|r| (sel.rt.name, r.id.clone())).collect();
     let mut out = Vec::new();
-    include_level(tx, q, sel, records, &q.include, &mut seen, &mut out)?;
+    include_level(tx, q, sel, records, &q.include, &mut seen, &mut out, left)?;
     Ok(out)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn include_level(
     tx: &mut dyn Tx,
     q: &Query,
@@ -204,7 +209,11 @@ fn include_level(
     tree: &[Include],
     seen: &mut HashSet<(&'static str, String)>,
     out: &mut Vec<(Selection, Vec<Record>)>,
+    left: &mut Left,
 ) -> Result<()> {
+    let read = |tx: &mut dyn Tx, sel: &Selection, sql: &str, params: &[Value], left: &mut Left| {
+        read_within(tx, sel, sql, params, left)?.ok_or_else(|| q.budget.exceeded())
+    };
     for node in tree {
         let (rel, target) = (node.rel, node.rel.target());
         let mut child_sel = Selection::new(target, q.fieldset(target), &node.children);
@@ -219,21 +228,23 @@ fn include_level(
                 target.table,
                 tx.dialect().in_ids("id")
             );
-            read_all(tx, &child_sel, &sql, &[Value::Ids(ids)])?
+            read(tx, &child_sel, &sql, &[Value::Ids(ids)], left)?
         } else {
             let inverse = rel.inverse();
             child_sel = std::borrow::Cow::Owned(Selection::with_parent(child_sel, inverse));
             let parents: Vec<String> = records.iter().map(|r| r.id.clone()).collect();
             let fk = rel.fk;
+            // One row more than the budget's resources tells that it would be exceeded.
             let sql = format!(
-                "SELECT {} FROM {} WHERE {} ORDER BY {}, {}",
+                "SELECT {} FROM {} WHERE {} ORDER BY {}, {} LIMIT {}",
                 child_sel.columns(),
                 target.table,
                 tx.dialect().in_ids(fk.column),
                 fk.column,
                 fk.children_order,
+                left.resources.saturating_add(1).min(i64::MAX as usize),
             );
-            let loaded = read_all(tx, &child_sel, &sql, &[Value::Ids(parents)])?;
+            let loaded = read(tx, &child_sel, &sql, &[Value::Ids(parents)], left)?;
             let mut by_parent: HashMap<&str, Vec<String>> = HashMap::new();
             for child in &loaded {
                 if let Some(parent) = child_sel.parent_of(child, inverse) {
@@ -245,7 +256,7 @@ fn include_level(
             }
             loaded
         };
-        include_level(tx, q, &child_sel, &mut loaded, &node.children, seen, out)?;
+        include_level(tx, q, &child_sel, &mut loaded, &node.children, seen, out, left)?;
         loaded.retain(|r| seen.insert((target.name, r.id.clone())));
         out.push((child_sel.into_owned(), loaded));
     }

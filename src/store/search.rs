@@ -249,7 +249,9 @@ pub fn page_meta(
         return Ok(out);
     }
     let ids: Vec<String> = page.iter().map(|r| r.id.clone()).collect();
-    let names: Vec<&str> = attrs.iter().map(|(a, _)| a.name).collect();
+    // Only the start of each text is looked at (see `excerpt::SCANNED`): only that is read.
+    let names: Vec<String> =
+        attrs.iter().map(|(a, _)| format!("substr({}, 1, {})", a.name, search::excerpt::SCANNED)).collect();
     let sql = format!("SELECT id, {} FROM {} WHERE {}", names.join(", "), rt.table, tx.dialect().in_ids("id"));
     tx.query(&sql, &[Value::Ids(ids)], &mut |r| {
         let texts: Vec<(&'static str, &search::Searchable, &str)> = attrs

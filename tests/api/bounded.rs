@@ -1,6 +1,8 @@
 //! No request can hold the server: what a client sends that would make work or answers grow
 //! faster than the request itself is bounded (parameters, error documents, includes, text).
 
+use serde_json::{json, Value};
+
 use crate::helpers::{on_both, TestApp};
 
 on_both!(thousands_of_bad_parameters_get_an_error_document_of_bounded_size);
@@ -29,4 +31,57 @@ async fn thousands_of_bad_parameters_get_an_error_document_of_bounded_size() {
     let (status, body) = t.raw("/v1/subjects?a=1&b=2").await;
     let doc: serde_json::Value = serde_json::from_slice(&body).unwrap();
     assert_eq!((status, doc["errors"].as_array().unwrap().len(), doc.get("meta")), (400, 2, None));
+}
+
+fn shape(modules: u64, subjects: u64, chapters: u64) -> coursed::dataset::Shape {
+    coursed::dataset::Shape { modules, subjects_per_module: subjects, chapters_per_subject: chapters, seed: 3 }
+}
+
+on_both!(what_one_document_includes_is_bounded_and_a_larger_one_is_a_400_that_says_how_to_ask_for_less);
+async fn what_one_document_includes_is_bounded_and_a_larger_one_is_a_400_that_says_how_to_ask_for_less() {
+    let t = TestApp::generated(shape(30, 40, 10)).await;
+    // 1,200 subjects and 12,000 chapters: more than one document includes.
+    let r = t.get("/v1/modules?page[size]=30&include=subjects.chapters").await;
+    r.assert_problem(400);
+    assert_eq!(r.error()["code"], "document_too_large");
+    assert!(r.error()["detail"].as_str().unwrap().contains("page[size]"), "{}", r.body);
+    // Fewer modules a page: the same include, beyond the small budget, is served whole.
+    let r = t.get("/v1/modules?page[size]=5&include=subjects.chapters").await;
+    r.assert_status(200);
+    let included = r.body["included"].as_array().unwrap();
+    assert_eq!(included.len(), 5 * 40 + 5 * 40 * 10);
+    // And one module's document with everything under it.
+    let m = r.ids()[0].clone();
+    let r = t.get(&format!("/v1/modules/{m}?include=subjects.chapters")).await;
+    assert_eq!(r.assert_status(200).body["included"].as_array().unwrap().len(), 40 + 400);
+}
+
+on_both!(a_page_of_long_texts_larger_than_a_document_may_be_is_a_400);
+async fn a_page_of_long_texts_larger_than_a_document_may_be_is_a_400() {
+    let t = TestApp::new().await;
+    let content = "<p>x</p>".repeat((1 << 20) / 8 - 1);
+    for i in 0..36 {
+        t.create("modules", json!({"title": format!("M{i}"), "content": content}), Value::Null).await;
+    }
+    let r = t.get("/v1/modules?page[size]=36").await;
+    r.assert_problem(400);
+    assert_eq!(r.error()["code"], "document_too_large");
+    // Half of it is served; so is all of it without the long attribute.
+    let r = t.get("/v1/modules?page[size]=18").await;
+    assert_eq!(r.assert_status(200).data().len(), 18);
+    let r = t.get("/v1/modules?page[size]=36&fields[modules]=title").await;
+    assert_eq!(r.assert_status(200).data().len(), 36);
+}
+
+on_both!(large_documents_wait_for_a_permit_and_then_are_503_while_small_ones_are_served);
+async fn large_documents_wait_for_a_permit_and_then_are_503_while_small_ones_are_served() {
+    let t = TestApp::generated(shape(4, 30, 10)).await.configured(|app| {
+        // Every permit taken elsewhere.
+        app.large_documents = std::sync::Arc::new(tokio::sync::Semaphore::new(0));
+        app.request_timeout = std::time::Duration::from_millis(300);
+    });
+    let r = t.get("/v1/modules?include=subjects.chapters").await;
+    r.assert_problem(503);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    t.get("/v1/modules?include=subjects").await.assert_status(200);
 }

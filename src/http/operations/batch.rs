@@ -10,7 +10,7 @@
 use serde_json::{Map, Value as Json};
 
 use super::refs::Lids;
-use super::{prepare_add, Outcome};
+use super::{prepare_add, Op, Outcome};
 use crate::error::Result;
 use crate::jsonapi::body::Changes;
 use crate::resources::{ResourceType, TYPES};
@@ -24,17 +24,17 @@ const MAX_ROWS: usize = 200;
 
 /// How many operations from the first of `ops` form a run: `add`s of resources without `ref`,
 /// `href` or `meta`.
-pub fn run_len(ops: &[Map<String, Json>]) -> usize {
+pub fn run_len(ops: &[Op]) -> usize {
     let plain = |op: &Map<String, Json>| {
         op.get("op").and_then(Json::as_str) == Some("add")
             && ["ref", "href", "meta"].iter().all(|m| !op.contains_key(*m))
     };
-    ops.iter().take_while(|op| plain(op)).count()
+    ops.iter().take_while(|op| plain(&op.json)).count()
 }
 
 /// Adds the run `ops` (see [`run_len`]); `None` when it cannot be added that way, with nothing
 /// of it left in the database or in `lids`.
-pub fn add_run(tx: &mut dyn Tx, ops: &[Map<String, Json>], lids: &mut Lids) -> Result<Option<Vec<Outcome>>> {
+pub fn add_run(tx: &mut dyn Tx, ops: &[Op], lids: &mut Lids) -> Result<Option<Vec<Outcome>>> {
     let mut prepared: Vec<(&'static ResourceType, String, Changes)> = Vec::with_capacity(ops.len());
     let mut named = Vec::new();
     let undo = |lids: &mut Lids, named: &[String]| named.iter().for_each(|lid| drop(lids.0.remove(lid)));

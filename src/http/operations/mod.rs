@@ -39,6 +39,21 @@ const MEMBERS: [&str; 5] = ["op", "ref", "href", "data", "meta"];
 /// What an operation returns: the resource it created or updated, or nothing.
 type Outcome = Option<(&'static ResourceType, Record)>;
 
+/// An operation as the request states it, with the search words of the resource it writes
+/// computed beforehand: on the blocking pool, not on the one writer, where a megabyte of text
+/// would hold every other write.
+pub struct Op {
+    json: Map<String, Json>,
+    words: Vec<(&'static str, crate::store::Value)>,
+}
+
+impl std::ops::Deref for Op {
+    type Target = Map<String, Json>;
+    fn deref(&self) -> &Map<String, Json> {
+        &self.json
+    }
+}
+
 pub async fn operations(app: &App, req: Req) -> Result<Response> {
     if req.method != Method::POST {
         return Err(Error::method_not_allowed(OPERATIONS.methods));
@@ -52,7 +67,7 @@ pub async fn operations(app: &App, req: Req) -> Result<Response> {
     }
     let base = app.base(&req.headers)?;
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
-    let ops = parse(&bytes)?;
+    let ops = super::heavy::run(bytes.len(), move || parse(&bytes)).await?;
     let required = app.require_if_match;
     let outcomes = app
         .db
@@ -93,7 +108,7 @@ pub async fn operations(app: &App, req: Req) -> Result<Response> {
 }
 
 /// The operations of the request document, each an object of known members.
-fn parse(bytes: &[u8]) -> Result<Vec<Map<String, Json>>> {
+fn parse(bytes: &[u8]) -> Result<Vec<Op>> {
     let doc: Json = serde_json::from_slice(bytes)
         .map_err(|e| Problem::malformed("", format!("The body is not valid JSON ({e}); send a JSON:API document.")))?;
     let Json::Object(mut doc) = doc else {
@@ -128,12 +143,18 @@ fn parse(bytes: &[u8]) -> Result<Vec<Map<String, Json>>> {
                 )
                 .into());
             }
-            Ok(op)
+            let data = op.get("data").filter(|d| d.get("attributes").is_some());
+            let rt = data.and_then(|d| d.get("type")).and_then(Json::as_str).and_then(crate::resources::by_name);
+            let words = match (rt, data) {
+                (Some(rt), Some(data)) => body::words_in(rt, data),
+                _ => Vec::new(),
+            };
+            Ok(Op { json: op, words })
         })
         .collect()
 }
 
-fn apply(tx: &mut dyn Tx, base: &Base, op: &Map<String, Json>, lids: &mut Lids, required: bool) -> Result<Outcome> {
+fn apply(tx: &mut dyn Tx, base: &Base, op: &Op, lids: &mut Lids, required: bool) -> Result<Outcome> {
     let kind = match op.get("op").and_then(Json::as_str) {
         Some(k @ ("add" | "update" | "remove")) => k,
         _ => return Err(Problem::malformed("/op", "`op` must be \"add\", \"update\" or \"remove\".").into()),
@@ -176,7 +197,8 @@ fn apply(tx: &mut dyn Tx, base: &Base, op: &Map<String, Json>, lids: &mut Lids, 
             }
             data.insert("id".into(), Json::String(id.clone()));
             lids.resolve_relationships(rt, &mut data)?;
-            let changes = body::resource_data(rt, &Json::Object(data), Mode::Update(&id))?;
+            let words = words_for(op, rt);
+            let changes = body::resource_data_with(rt, &Json::Object(data), Mode::Update(&id), words)?;
             if !cond.is_absent() {
                 cond.check(current_tag(tx, base, rt, &id)?.as_deref()).map_err(|e| e.within("/meta/ifMatch"))?;
             }
@@ -232,7 +254,7 @@ fn apply(tx: &mut dyn Tx, base: &Base, op: &Map<String, Json>, lids: &mut Lids, 
 /// What an `add` of a resource creates: its type, its `lid` (not yet taken), and what it sets
 /// (the `lid`s of its linkage resolved).
 fn prepare_add(
-    op: &Map<String, Json>,
+    op: &Op,
     expected: Option<&'static ResourceType>,
     lids: &Lids,
 ) -> Result<(&'static ResourceType, Option<String>, body::Changes)> {
@@ -246,7 +268,7 @@ fn prepare_add(
         None => None,
     };
     lids.resolve_relationships(rt, &mut data)?;
-    let changes = body::resource_data(rt, &Json::Object(data), Mode::Create)?;
+    let changes = body::resource_data_with(rt, &Json::Object(data), Mode::Create, words_for(op, rt))?;
     Ok((rt, lid, changes))
 }
 
@@ -282,4 +304,10 @@ fn resource_object(
         return Err(Error::conflict("/data/type", format!("`ref` names {}, `data` is of {}.", expected.name, rt.name)));
     }
     Ok((rt, data.clone()))
+}
+
+/// The words computed beforehand for `op`, when they were computed for a resource of `rt`.
+fn words_for(op: &Op, rt: &'static ResourceType) -> Option<Vec<(&'static str, crate::store::Value)>> {
+    let typed = op.get("data").and_then(|d| d.get("type")).and_then(Json::as_str) == Some(rt.name);
+    typed.then(|| op.words.clone())
 }

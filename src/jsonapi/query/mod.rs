@@ -19,6 +19,38 @@ pub const MAX_INCLUDE_DEPTH: usize = 2;
 /// The sort key of a search's relevance (`sort=-relevance`).
 pub const RELEVANCE: &str = "relevance";
 
+/// What one response document may take: bytes (of the rows read for it and of the document
+/// written) and included resources. A document is first read within [`Budget::SMALL`]; one
+/// that outgrows it is read again within [`Budget::LARGE`], the limit of any document (past it,
+/// a 400 that says how to ask for less).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    pub bytes: usize,
+    pub included: usize,
+}
+
+impl Budget {
+    /// A document that costs well under a millisecond to read and write.
+    pub const SMALL: Budget = Budget { bytes: 1 << 20, included: 1000 };
+    /// The largest document served.
+    pub const LARGE: Budget = Budget { bytes: 32 << 20, included: 10_000 };
+
+    /// The error of a document that outgrew this budget: a 400 when it is the largest.
+    pub fn exceeded(self) -> Error {
+        let detail = format!(
+            "The document would be larger than {} MiB or include more than {} resources, the most one \
+             response holds. Ask for less: a smaller `page[size]`, fewer relationships in `include`, or \
+             `fields[TYPE]` without the long attributes (such as `content`).",
+            self.bytes >> 20,
+            self.included
+        );
+        Problem::new(warp::http::StatusCode::BAD_REQUEST, DOCUMENT_TOO_LARGE, detail).into()
+    }
+}
+
+/// The code of [`Budget::exceeded`].
+pub const DOCUMENT_TOO_LARGE: &str = "document_too_large";
+
 /// What an endpoint accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Accepts {
@@ -85,6 +117,8 @@ pub struct Query {
     pub fields: BTreeMap<&'static str, Vec<String>>,
     /// `filter[search]`: the full-text search, if any.
     pub search: Option<SearchQuery>,
+    /// What the document may take (set by the server, not by a parameter).
+    pub budget: Budget,
     /// The pairs as received (still encoded) with their decoded keys, for paging links.
     pairs: Vec<(String, String)>,
 }
@@ -99,6 +133,7 @@ impl Query {
             include: Vec::new(),
             fields: BTreeMap::new(),
             search: None,
+            budget: Budget::SMALL,
             pairs: Vec::new(),
         };
         let raw = raw.unwrap_or("");
@@ -193,6 +228,11 @@ impl Query {
         } else {
             Err(Error::many(problems))
         }
+    }
+
+    /// This query, to be answered within `budget`.
+    pub fn within(&self, budget: Budget) -> Query {
+        Query { budget, ..self.clone() }
     }
 
     /// The query string of page `number`, other parameters kept as received.
