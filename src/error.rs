@@ -155,6 +155,18 @@ impl Error {
         Error::busy()
     }
 
+    /// 503: the request's database work outlived its time budget and was stopped.
+    pub fn timed_out(cause: impl std::fmt::Display) -> Error {
+        log::info!("request stopped at its time budget: {cause}");
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timed_out",
+            "The request took longer than a request may take and was stopped; nothing was changed. Ask for less \
+             (a narrower search or filter, a smaller page), or retry later.",
+        )
+        .into()
+    }
+
     /// 503 without a log line (the caller logs, or retries).
     pub fn busy() -> Error {
         Problem::new(

@@ -41,6 +41,7 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
     let path = if args.mock { ":memory:".to_owned() } else { args.database.clone() };
     let mut opts = store::Options::new(&path, args.durability);
     opts.wait = args.database_wait;
+    opts.request_timeout = args.request_timeout;
     let db = tokio::task::spawn_blocking(move || store::Db::open(&opts)).await.map_err(|e| e.to_string())??;
     if args.mock {
         mock::seed(&db).await?;
@@ -66,6 +67,7 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
         public_url,
         body_limit: args.body_limit,
         body_timeout: args.body_timeout,
+        request_timeout: args.request_timeout,
         require_if_match: args.require_if_match,
         web: Arc::new(web),
         connections: server::Limits {

@@ -165,6 +165,12 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_BODY_TIMEOUT", default_value = "60s", value_parser = parse_positive_duration)]
     pub body_timeout: std::time::Duration,
 
+    /// How long a request's database work may take (reads on SQLite, every statement on
+    /// PostgreSQL), and how long a read may wait for a database connection or a large document
+    /// for a turn; past it, a 503 with Retry-After, and nothing changed.
+    #[arg(long, env = "COURSED_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_positive_duration)]
+    pub request_timeout: std::time::Duration,
+
     /// The most connections open at once. At the cap a new connection makes room by closing one
     /// that is not serving a request: first one that made no request in its first 20 ms, else
     /// the one waiting longest for its next request; when all are serving, new connections wait

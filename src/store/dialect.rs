@@ -64,7 +64,8 @@ impl Dialect {
     pub fn whole_scan(self) -> Option<&'static str> {
         match self {
             Dialect::Sqlite => Some("PRAGMA mmap_size = 0"),
-            Dialect::Postgres => None,
+            // A command's read of everything (export, backup, copy) has no request's time limit.
+            Dialect::Postgres => Some("SET statement_timeout = 0"),
         }
     }
 

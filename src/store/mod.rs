@@ -50,6 +50,9 @@ pub struct Options {
     pub count_statements: bool,
     /// How long opening waits for a database server that does not answer yet (PostgreSQL).
     pub wait: Duration,
+    /// How long a request's reads may run (SQLite) or each statement (PostgreSQL), and how
+    /// long a read waits for a connection.
+    pub request_timeout: Duration,
 }
 
 impl Options {
@@ -60,6 +63,7 @@ impl Options {
             busy_timeout: Duration::from_secs(5),
             count_statements: false,
             wait: Duration::from_secs(60),
+            request_timeout: Duration::from_secs(10),
         }
     }
 

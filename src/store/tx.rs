@@ -97,6 +97,8 @@ pub enum DbError {
     /// A deadlock or serialization failure with a concurrent transaction: the engine retries
     /// the whole transaction, and answers 503 only when retrying does not resolve it.
     Conflict(String),
+    /// The request's time budget ran out and its statement was stopped (503; nothing written).
+    TimedOut(String),
     /// Anything else: a fault (500).
     Other(String),
 }
@@ -105,7 +107,10 @@ impl std::fmt::Display for DbError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DbError::Unique { table, column } => write!(f, "a duplicate of {table}.{column}"),
-            DbError::Unavailable(cause) | DbError::Conflict(cause) | DbError::Other(cause) => f.write_str(cause),
+            DbError::Unavailable(cause)
+            | DbError::Conflict(cause)
+            | DbError::TimedOut(cause)
+            | DbError::Other(cause) => f.write_str(cause),
         }
     }
 }
@@ -114,6 +119,7 @@ impl From<DbError> for Error {
     fn from(e: DbError) -> Error {
         match e {
             DbError::Unavailable(cause) => Error::unavailable(cause),
+            DbError::TimedOut(cause) => Error::timed_out(cause),
             DbError::Conflict(cause) => {
                 log::debug!("conflict with a concurrent transaction: {cause}");
                 Error::busy()

@@ -85,3 +85,30 @@ async fn large_documents_wait_for_a_permit_and_then_are_503_while_small_ones_are
     assert_eq!(r.header("retry-after"), Some("1"));
     t.get("/v1/modules?include=subjects").await.assert_status(200);
 }
+
+on_both!(a_read_that_runs_away_is_stopped_at_the_request_timeout_and_its_connection_goes_on);
+async fn a_read_that_runs_away_is_stopped_at_the_request_timeout_and_its_connection_goes_on() {
+    let limit = std::time::Duration::from_millis(300);
+    let t = TestApp::with_options(move |o| o.request_timeout = limit).await;
+    t.module("M").await;
+    // More runaway reads than there are readers: each is stopped, or waits its turn no longer
+    // than the limit; either way a 503 that says so, and nothing holds a connection for ever.
+    let forever = "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n) SELECT count(*) FROM n";
+    let runaways = (0..12).map(|_| {
+        let db = t.app.db.clone();
+        tokio::spawn(async move { db.scan(move |tx| Ok(tx.first(forever, &[])?)).await })
+    });
+    let outcomes = tokio::time::timeout(std::time::Duration::from_secs(60), futures_util::future::join_all(runaways))
+        .await
+        .expect("every runaway read ends");
+    for outcome in outcomes {
+        let e = outcome.unwrap().expect_err("a runaway read is stopped");
+        assert_eq!(e.status.as_u16(), 503, "{e:?}");
+        let reply = coursed::http::error_reply(&e);
+        assert_eq!(reply.headers().get("retry-after").map(|v| v.to_str().unwrap()), Some("1"));
+    }
+    // The connections are as good as before.
+    for _ in 0..12 {
+        t.get("/v1/modules").await.assert_status(200);
+    }
+}

@@ -105,7 +105,19 @@ impl TestApp {
         .await
     }
 
+    /// An app over a fresh database opened with `change` made to the test options.
+    pub async fn with_options(change: impl FnOnce(&mut Options) + Send + 'static) -> TestApp {
+        TestApp::open_with(|_| (), change).await
+    }
+
     async fn with(prepare: impl FnOnce(&str) + Send + 'static) -> TestApp {
+        TestApp::open_with(prepare, |_| ()).await
+    }
+
+    async fn open_with(
+        prepare: impl FnOnce(&str) + Send + 'static,
+        change: impl FnOnce(&mut Options) + Send + 'static,
+    ) -> TestApp {
         let engine = Engine::current();
         let dir = tempfile::tempdir().expect("temp dir");
         let database = engine.fresh_database(dir.path());
@@ -113,7 +125,9 @@ impl TestApp {
         // Opening blocks (and the PostgreSQL client must not block an async thread).
         let db = tokio::task::spawn_blocking(move || {
             prepare(&opened);
-            Db::open(&test_options(&opened))
+            let mut options = test_options(&opened);
+            change(&mut options);
+            Db::open(&options)
         })
         .await
         .unwrap()

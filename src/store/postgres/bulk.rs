@@ -18,7 +18,7 @@ pub fn bulk<T>(
     wait: Duration,
     f: impl FnOnce(&mut dyn Tx) -> Result<T, String>,
 ) -> Result<T, String> {
-    let manager = Manager::new(url, Duration::from_secs(30))?;
+    let manager = Manager::new(url, Duration::from_secs(30), Duration::from_secs(30))?;
     let name = manager.describe();
     let mut conn = super::first_connection(&manager, &name, wait)?;
     super::migrate::migrate(&mut conn).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;

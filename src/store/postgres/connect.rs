@@ -32,7 +32,7 @@ const SLOTS: u32 = 64;
 impl Manager {
     /// Parses `url` (`postgres://user:password@host:port/database?sslmode=...`). Every write
     /// waits at most `lock_wait` for a lock held by another session before failing (503).
-    pub fn new(url: &str, lock_wait: Duration) -> Result<Manager, String> {
+    pub fn new(url: &str, lock_wait: Duration, statement_limit: Duration) -> Result<Manager, String> {
         let mut config = Config::from_str(url).map_err(|e| format!("{}: {e}", redact(url)))?;
         let lock_ms = lock_wait.as_millis();
         config
@@ -44,8 +44,10 @@ impl Manager {
         // instead of holding a request (and a connection) indefinitely.
         // Memory for a search's bitmap of matches: at the default (4 MB) the bitmap of a word in
         // a million rows turns lossy, and counting them reads every row again.
-        let options =
-            format!("-c lock_timeout={lock_ms} -c statement_timeout={} -c work_mem=32MB", lock_ms.max(30_000));
+        let options = format!(
+            "-c lock_timeout={lock_ms} -c statement_timeout={} -c work_mem=32MB",
+            statement_limit.as_millis().max(lock_ms).max(1)
+        );
         // Connections of one process take consecutive slots from a random start, so that no two
         // of them, and rarely two of different replicas, add to the same counter row.
         let start = uuid::Uuid::new_v4().as_u128() as u32 % SLOTS;
@@ -157,11 +159,17 @@ mod tests {
 
     #[test]
     fn urls_are_parsed_and_passwords_never_shown() {
-        let m = Manager::new("postgres://u:secret@db.example:5433/school?sslmode=require", Duration::from_secs(5));
+        let m = Manager::new(
+            "postgres://u:secret@db.example:5433/school?sslmode=require",
+            Duration::from_secs(5),
+            Duration::from_secs(10),
+        );
         let m = m.unwrap();
         assert_eq!(m.describe(), "db.example:5433/school");
         assert_eq!(m.ssl_mode(), SslMode::Require);
         assert_eq!(redact("postgresql://u:secret@h/d"), "postgresql://u@h/d");
-        assert!(Manager::new("postgres://h/d?sslmode=sometimes", Duration::from_secs(1)).is_err());
+        assert!(
+            Manager::new("postgres://h/d?sslmode=sometimes", Duration::from_secs(1), Duration::from_secs(1)).is_err()
+        );
     }
 }

@@ -77,7 +77,7 @@ impl Postgres {
     /// Connects (waiting up to `opts.wait` for the server to come up), migrates, and builds the
     /// pool. Blocks.
     pub fn open(opts: &Options, shared: Arc<Shared>) -> std::result::Result<Postgres, String> {
-        let manager = Manager::new(&opts.path, opts.busy_timeout)?;
+        let manager = Manager::new(&opts.path, opts.busy_timeout, opts.request_timeout)?;
         let name: Arc<str> = manager.describe().into();
         let manager_mode = manager.ssl_mode();
         let mut conn = first_connection(&manager, &name, opts.wait)?;

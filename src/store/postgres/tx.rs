@@ -78,6 +78,9 @@ impl<'c> PgTx<'c> {
             self.conflict = true;
             return DbError::Conflict(db.message().to_owned());
         }
+        if *code == SqlState::QUERY_CANCELED {
+            return DbError::TimedOut(format!("{}: {}", code.code(), db.message()));
+        }
         let class = &code.code()[..2];
         // The server went away (shut down, restarted, lost the connection): this connection is
         // done, and work that had not committed may run again on another one.

@@ -14,6 +14,7 @@
 mod backup;
 mod bulk;
 mod checkpoint;
+mod deadline;
 mod indexing;
 mod open;
 pub mod search;
@@ -49,6 +50,8 @@ pub struct Sqlite {
     jobs: Option<mpsc::Sender<Job>>,
     writer: Option<JoinHandle<()>>,
     shared: Arc<Shared>,
+    /// How long a request's reads may take (see `deadline.rs`).
+    timeout: std::time::Duration,
 }
 
 impl Drop for Sqlite {
@@ -88,9 +91,11 @@ impl Sqlite {
         let busy = opts.busy_timeout;
         let manager = SqliteConnectionManager::file(&target)
             .with_flags(OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI | OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .with_init(move |c| open::configure(c, busy));
+            .with_init(move |c| open::configure(c, busy).and_then(|()| deadline::install(c)));
         let pool = r2d2::Pool::builder()
             .max_size(READERS)
+            // A read waits this long for one of the readers, then is a 503.
+            .connection_timeout(opts.request_timeout)
             .min_idle(Some(2))
             .test_on_check_out(false)
             .idle_timeout(None)
@@ -104,7 +109,7 @@ impl Sqlite {
             .name("coursed-writer".into())
             .spawn(move || writer::write_loop(writer, &target, &writer_shared, queue, wal))
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
-        Ok(Sqlite { pool: Some(pool), jobs: Some(jobs), writer: Some(writer), shared })
+        Ok(Sqlite { pool: Some(pool), jobs: Some(jobs), writer: Some(writer), shared, timeout: opts.request_timeout })
     }
 
     fn pool(&self) -> &r2d2::Pool<SqliteConnectionManager> {
@@ -118,7 +123,9 @@ impl Sqlite {
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
         match self.pool().try_get() {
-            Some(conn) => guarded(|| f(&mut SqliteTx { conn: &conn, shared: &self.shared })),
+            Some(conn) => {
+                deadline::within(self.timeout, || guarded(|| f(&mut SqliteTx { conn: &conn, shared: &self.shared })))
+            }
             None => self.scan(f).await,
         }
     }
@@ -135,10 +142,13 @@ impl Sqlite {
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
-        let (pool, shared) = (self.pool().clone(), self.shared.clone());
+        let (pool, shared, timeout) = (self.pool().clone(), self.shared.clone(), self.timeout);
         tokio::task::spawn_blocking(move || {
+            let started = std::time::Instant::now();
             let conn = pool.get().map_err(Error::unavailable)?;
-            guarded(|| f(&mut SqliteTx { conn: &conn, shared: &shared }))
+            // The wait for a reader counts against the request's time.
+            let left = timeout.saturating_sub(started.elapsed());
+            deadline::within(left, || guarded(|| f(&mut SqliteTx { conn: &conn, shared: &shared })))
         })
         .await
         .map_err(Error::internal)?

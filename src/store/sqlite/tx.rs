@@ -122,6 +122,7 @@ pub fn db_error(e: rusqlite::Error) -> DbError {
         Some(DatabaseBusy | DatabaseLocked | DiskFull | ReadOnly | SystemIoFailure | CannotOpen) => {
             DbError::Unavailable(e.to_string())
         }
+        Some(OperationInterrupted) => DbError::TimedOut(e.to_string()),
         Some(ConstraintViolation) => {
             let msg = e.to_string();
             match msg.strip_prefix("UNIQUE constraint failed: ").and_then(|c| c.split_once('.')) {
