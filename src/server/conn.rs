@@ -12,6 +12,10 @@ use warp::http::Version;
 
 use super::Limits;
 
+/// The bytes a response's head is taken to have beside its body (HTTP/1 heads are about this;
+/// HTTP/2 sends less, its frame headers aside).
+const HEAD_ALLOWANCE: u64 = 256;
+
 /// Times of every connection are milliseconds after this, so that they compare.
 static EPOCH: std::sync::LazyLock<Instant> = std::sync::LazyLock::new(Instant::now);
 
@@ -26,8 +30,12 @@ pub struct Watch {
     head_since: AtomicU64,
     /// When the last request was answered (its handler finished).
     idle_since: AtomicU64,
-    /// Writes that made progress so far: a response the client reads slowly is not idle.
+    /// Writes that delivered response bytes so far: a response the client reads slowly is not
+    /// idle. Other writes (an HTTP/2 `PING` or `SETTINGS` acknowledged) are no progress.
     writes: AtomicU64,
+    /// About how many bytes of the responses given to hyper are not written yet (see
+    /// [`Watch::respond`]).
+    owed: AtomicU64,
     /// HTTP/2: frames between requests (pings, settings) are not a request head.
     h2: AtomicBool,
     /// Whether a request was ever made on the connection.
@@ -47,6 +55,7 @@ impl Watch {
             head_since: AtomicU64::new(now + 1),
             idle_since: AtomicU64::new(now),
             writes: AtomicU64::new(0),
+            owed: AtomicU64::new(0),
             h2: AtomicBool::new(false),
             asked: AtomicBool::new(false),
             evicting: AtomicBool::new(false),
@@ -82,9 +91,20 @@ impl Watch {
         }
     }
 
-    /// A write to the socket that sent bytes.
-    pub(super) fn wrote(&self) {
-        self.writes.fetch_add(1, Relaxed);
+    /// A response of `body` bytes given to hyper to send (its head counted as
+    /// [`HEAD_ALLOWANCE`]).
+    pub(super) fn respond(&self, body: u64) {
+        self.owed.fetch_add(body.saturating_add(HEAD_ALLOWANCE), Relaxed);
+    }
+
+    /// A write of `n` bytes to the socket: progress while responses are owed. What is written
+    /// beyond them (frames that acknowledge a client's `PING` or `SETTINGS`, or the last few
+    /// bytes of a head larger than its allowance) keeps no connection open.
+    pub(super) fn wrote(&self, n: usize) {
+        let owed = self.owed.fetch_update(Relaxed, Relaxed, |o| Some(o.saturating_sub(n as u64)));
+        if owed.is_ok_and(|o| o > 0) {
+            self.writes.fetch_add(1, Relaxed);
+        }
     }
 
     pub(super) fn begin(&self, version: Version) {

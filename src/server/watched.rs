@@ -43,7 +43,7 @@ impl<T: AsyncWrite + Unpin> Watched<T> {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => {
                     instead.sent += n;
-                    self.watch.wrote();
+                    self.watch.wrote(n);
                 }
                 other => return other,
             }
@@ -120,8 +120,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Watched<T> {
 
 impl<T> Watched<T> {
     fn wrote(&self, polled: &Poll<io::Result<usize>>) {
-        if matches!(polled, Poll::Ready(Ok(n)) if *n > 0) {
-            self.watch.wrote();
+        if let Poll::Ready(Ok(n @ 1..)) = polled {
+            self.watch.wrote(*n);
         }
     }
 }
@@ -142,9 +142,10 @@ impl<S> Tracked<S> {
     }
 }
 
-impl<S, B> warp::hyper::service::Service<Request<B>> for Tracked<S>
+impl<S, B, RB> warp::hyper::service::Service<Request<B>> for Tracked<S>
 where
-    S: warp::hyper::service::Service<Request<B>>,
+    S: warp::hyper::service::Service<Request<B>, Response = warp::http::Response<RB>>,
+    RB: http_body::Body,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -192,11 +193,20 @@ pin_project_lite::pin_project! {
     }
 }
 
-impl<F: Future> Future for InFlight<F> {
+impl<F, B, E> Future for InFlight<F>
+where
+    F: Future<Output = Result<warp::http::Response<B>, E>>,
+    B: http_body::Body,
+{
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        crate::http::with_peer(*this.peer, || this.inner.poll(cx))
+        let polled = crate::http::with_peer(*this.peer, || this.inner.poll(cx));
+        if let Poll::Ready(Ok(response)) = &polled {
+            // What the connection owes the client from now on (see `Watch::wrote`).
+            this._busy.0.respond(http_body::Body::size_hint(response.body()).upper().unwrap_or(0));
+        }
+        polled
     }
 }
 

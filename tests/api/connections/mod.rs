@@ -5,6 +5,7 @@
 //! cannot be parsed and which host a request names in `malformed.rs`.
 
 mod cap;
+mod h2;
 mod malformed;
 mod proxy;
 mod timeouts;
