@@ -60,7 +60,7 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
     }
 
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
-    let web = http::Web::new(&args.cors_origins, args.compression == cli::Switch::On)?;
+    let web = app::Web::new(&args.cors_origins, args.compression == cli::Switch::On)?;
     let mut auth = tokens::Auth::new(accepted, tokens::Throttle::new(args.auth_failures, args.auth_window));
     auth.proxies = tokens::Proxies { trusted: args.trusted_proxies.clone(), header: args.proxy_header };
     let app = App {
@@ -70,13 +70,13 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
         request_timeout: args.request_timeout,
         require_if_match: args.require_if_match,
         web: Arc::new(web),
-        connections: server::Limits {
+        connections: app::Limits {
             header_timeout: args.header_timeout,
             idle_timeout: args.idle_timeout,
             max_connections: args.max_connections as usize,
         },
         access_log: (args.access_log == cli::Switch::On && args.log_level >= log::LevelFilter::Info)
-            .then(http::AccessLog::stderr),
+            .then(app::AccessLog::stderr),
         auth,
         ..App::new(db, Tokens::new([]))
     };

@@ -11,6 +11,8 @@ use warp::http::header::{
 };
 use warp::reply::Response;
 
+use crate::app::Cors;
+
 /// Request headers a page may send.
 const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, If-Match, If-None-Match";
 /// Response headers a page may read beyond the safelisted ones.
@@ -18,78 +20,37 @@ const EXPOSE_HEADERS: &str = "Location, ETag, Retry-After, WWW-Authenticate, All
 /// How long a browser may keep a preflight's answer (Chromium keeps at most 2 hours).
 const MAX_AGE: &str = "7200";
 
-/// The origins allowed, from `--cors-origin`.
-#[derive(Debug, Clone, Default)]
-pub struct Cors {
-    any: bool,
-    origins: Vec<String>,
-}
-
-impl Cors {
-    /// Checks and keeps `origins`: each `*` or `scheme://host[:port]` (no path), compared as
-    /// browsers send them (scheme and host in lower case).
-    pub fn new(origins: &[String]) -> Result<Cors, String> {
-        let mut cors = Cors::default();
-        for origin in origins.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
-            if origin == "*" {
-                cors.any = true;
-                continue;
-            }
-            let bad = || {
-                format!("--cors-origin {origin:?} must be * or like https://app.example or http://localhost:3000 (scheme, host, optional port; no path)")
-            };
-            let (scheme, host) = origin.split_once("://").ok_or_else(bad)?;
-            let host_ok = !host.is_empty() && host.bytes().all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b));
-            if !scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b))
-                || scheme.is_empty()
-                || !host_ok
-            {
-                return Err(bad());
-            }
-            cors.origins.push(origin.to_ascii_lowercase());
-        }
-        Ok(cors)
+/// Adds to `r` the CORS headers due to a request from `origin` to a server that admits `cors`;
+/// `preflight` when the request was `OPTIONS` with `Access-Control-Request-Method` (then `r`
+/// holds `Allow`).
+pub fn apply(cors: &Cors, origin: Option<&HeaderValue>, preflight: bool, r: &mut Response) {
+    if !cors.enabled() {
+        return;
     }
-
-    pub fn enabled(&self) -> bool {
-        self.any || !self.origins.is_empty()
+    let h = r.headers_mut();
+    // One line for both when compression said its part: a second value costs the header
+    // map an allocation and the response a line.
+    let only_accept_encoding = {
+        let mut vary = h.get_all(VARY).iter();
+        vary.next().is_some_and(|v| v == "Accept-Encoding") && vary.next().is_none()
+    };
+    if only_accept_encoding {
+        h.insert(VARY, HeaderValue::from_static("Accept-Encoding, Origin"));
+    } else {
+        h.append(VARY, HeaderValue::from_static("Origin"));
     }
-
-    fn admits(&self, origin: &str) -> bool {
-        self.any || self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin))
-    }
-
-    /// Adds to `r` the CORS headers due to a request from `origin`; `preflight` when the
-    /// request was `OPTIONS` with `Access-Control-Request-Method` (then `r` holds `Allow`).
-    pub fn apply(&self, origin: Option<&HeaderValue>, preflight: bool, r: &mut Response) {
-        if !self.enabled() {
-            return;
+    let Some(origin) = origin.filter(|o| o.to_str().is_ok_and(|o| cors.admits(o))) else { return };
+    h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+    // A preflight of a path that exists gets its permissions; any other answer (a
+    // preflight's 404 included) is a response the page reads.
+    match h.get(ALLOW).cloned().filter(|_| preflight) {
+        Some(allow) => {
+            h.insert(ACCESS_CONTROL_ALLOW_METHODS, allow);
+            h.insert(ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(ALLOW_HEADERS));
+            h.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static(MAX_AGE));
         }
-        let h = r.headers_mut();
-        // One line for both when compression said its part: a second value costs the header
-        // map an allocation and the response a line.
-        let only_accept_encoding = {
-            let mut vary = h.get_all(VARY).iter();
-            vary.next().is_some_and(|v| v == "Accept-Encoding") && vary.next().is_none()
-        };
-        if only_accept_encoding {
-            h.insert(VARY, HeaderValue::from_static("Accept-Encoding, Origin"));
-        } else {
-            h.append(VARY, HeaderValue::from_static("Origin"));
-        }
-        let Some(origin) = origin.filter(|o| o.to_str().is_ok_and(|o| self.admits(o))) else { return };
-        h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
-        // A preflight of a path that exists gets its permissions; any other answer (a
-        // preflight's 404 included) is a response the page reads.
-        match h.get(ALLOW).cloned().filter(|_| preflight) {
-            Some(allow) => {
-                h.insert(ACCESS_CONTROL_ALLOW_METHODS, allow);
-                h.insert(ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(ALLOW_HEADERS));
-                h.insert(ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static(MAX_AGE));
-            }
-            None => {
-                h.insert(ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSE_HEADERS));
-            }
+        None => {
+            h.insert(ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static(EXPOSE_HEADERS));
         }
     }
 }
@@ -97,19 +58,6 @@ impl Cors {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn origins_are_checked() {
-        assert!(Cors::new(&["https://app.example".into(), "http://localhost:3000".into()]).is_ok());
-        assert!(Cors::new(&["*".into()]).unwrap().admits("http://anything.example"));
-        for bad in ["app.example", "https://app.example/path", "https://", "ftp ://x"] {
-            assert!(Cors::new(&[bad.into()]).is_err(), "{bad}");
-        }
-        let cors = Cors::new(&["HTTPS://App.Example".into()]).unwrap();
-        assert!(cors.admits("https://app.example"));
-        assert!(!cors.admits("https://app.example.evil"));
-        assert!(!Cors::default().enabled());
-    }
 
     #[test]
     fn vary_says_origin_once_beside_what_compression_said() {
@@ -120,7 +68,7 @@ mod tests {
             if let Some(v) = before {
                 r.headers_mut().insert(VARY, HeaderValue::from_static(v));
             }
-            cors.apply(Some(&origin), false, &mut r);
+            apply(&cors, Some(&origin), false, &mut r);
             r.headers().get_all(VARY).iter().map(|v| v.to_str().unwrap().to_owned()).collect::<Vec<_>>()
         };
         assert_eq!(vary(Some("Accept-Encoding")), ["Accept-Encoding, Origin"]);
@@ -130,7 +78,7 @@ mod tests {
         let mut r = Response::new(Default::default());
         r.headers_mut().append(VARY, HeaderValue::from_static("Accept-Encoding"));
         r.headers_mut().append(VARY, HeaderValue::from_static("Accept"));
-        cors.apply(Some(&origin), false, &mut r);
+        apply(&cors, Some(&origin), false, &mut r);
         let all: Vec<_> = r.headers().get_all(VARY).iter().map(|v| v.to_str().unwrap()).collect();
         assert_eq!(all, ["Accept-Encoding", "Accept", "Origin"]);
     }

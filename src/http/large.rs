@@ -16,10 +16,6 @@ use crate::jsonapi::query::{Budget, DOCUMENT_TOO_LARGE};
 use crate::jsonapi::Query;
 use crate::store::Tx;
 
-/// How many large documents are read, written and sent at once: each takes at most
-/// [`Budget::LARGE`] for its rows and as much for its document.
-pub const LARGE_DOCUMENTS: usize = 2;
-
 /// A large document's permit, held while its bytes are.
 pub struct Permit(#[allow(dead_code)] OwnedSemaphorePermit);
 

@@ -13,7 +13,7 @@ mod cors;
 mod handlers;
 mod health;
 mod heavy;
-pub mod large;
+mod large;
 mod openapi;
 mod operations;
 mod read;
@@ -38,12 +38,11 @@ use warp::{Filter, Rejection};
 use crate::app::App;
 use crate::tokens::{Caller, Refusal};
 
-pub use access::{AccessLog, Template};
+pub use access::Template;
 pub use operations::{ATOMIC, MAX_OPERATIONS};
 pub use reply::{error_reply, JSONAPI};
 use route::route;
 pub use route::{Allow, Route, COLLECTION, ITEM, OPERATIONS, READ_ONLY, RELATED, TO_MANY, TO_ONE};
-pub use web::Web;
 
 pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, warp::Error>> + Send>>;
 

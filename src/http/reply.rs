@@ -16,7 +16,7 @@ use super::{BodyStream, Refused};
 use crate::error::{Error, Problem};
 use crate::tokens::Refusal;
 
-pub const JSONAPI: &str = "application/vnd.api+json";
+pub use crate::jsonapi::JSONAPI;
 
 /// A JSON:API document response.
 pub fn document(status: StatusCode, body: impl Into<warp::hyper::body::Bytes>) -> Response {

@@ -13,23 +13,10 @@ use warp::reply::Response;
 use warp::Filter;
 
 use super::compress::{self, Coding};
-use super::cors::Cors;
+use super::cors;
 use super::reply::error_reply;
+use crate::app::Web;
 use crate::error::Error;
-
-/// How responses are finished, from the `serve` flags.
-#[derive(Debug, Clone, Default)]
-pub struct Web {
-    pub cors: Cors,
-    /// `--compression off` leaves compression to a proxy in front.
-    pub compression: bool,
-}
-
-impl Web {
-    pub fn new(cors_origins: &[String], compression: bool) -> Result<Web, String> {
-        Ok(Web { cors: Cors::new(cors_origins)?, compression })
-    }
-}
 
 /// `inner` with every response finished.
 pub fn finish<F>(inner: F, web: Arc<Web>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone
@@ -96,7 +83,7 @@ fn finish_one(web: &Web, method: &Method, asked: &Asked, mut r: Response) -> Res
         }
     }
     let preflight = *method == Method::OPTIONS && asked.preflight;
-    web.cors.apply(asked.origin.as_ref(), preflight, &mut r);
+    cors::apply(&web.cors, asked.origin.as_ref(), preflight, &mut r);
     r
 }
 

@@ -182,6 +182,20 @@ mod tests {
     }
 
     #[test]
+    fn escaping_is_linear_whatever_the_text() {
+        use crate::search::work::measure;
+        let work = |text: &str| measure(|| escape_into(&mut Vec::new(), text)).1;
+        let mib = 1 << 20;
+        let plain = work(&crate::search::linear::inputs(mib)[0].1);
+        let controls = "\u{1}\"\\".repeat(mib / 3);
+        for (name, text) in
+            crate::search::linear::inputs(mib).iter().map(|(n, t)| (*n, t.as_str())).chain([("controls", &*controls)])
+        {
+            assert!(work(text) <= 4 * plain.max(mib as u64), "escaping {name}: {} steps, plain {plain}", work(text));
+        }
+    }
+
+    #[test]
     fn escaping_rejects_what_is_not_utf8_like_std_does() {
         let samples: [&[u8]; 9] = [
             b"ok \xc3\xa9",

@@ -13,8 +13,8 @@ use serde_json::{json, Map, Value};
 use self::params::{collection_params, id_param, single_params};
 use self::schemas::{add_schemas, error_schema, page_meta_schema, schema_ref};
 
-use crate::http::JSONAPI;
 use crate::jsonapi::body::singular;
+use crate::jsonapi::JSONAPI;
 use crate::resources::{Relationship, ResourceType, TYPES};
 
 /// The statuses each kind of operation can answer with besides its success.

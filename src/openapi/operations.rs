@@ -6,7 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::schemas::linkage_data;
 use super::JSONAPI;
-use crate::http::{ATOMIC, MAX_OPERATIONS};
+use crate::jsonapi::{ATOMIC, MAX_OPERATIONS};
 use crate::resources::{ResourceType, TYPES};
 
 /// The statuses `POST /operations` answers besides its successes.

@@ -15,7 +15,7 @@ fn repeat(unit: &str, size: usize) -> String {
 }
 
 /// Plain prose with a little markup, and each pathological input, of about `size` bytes.
-fn inputs(size: usize) -> Vec<(&'static str, String)> {
+pub fn inputs(size: usize) -> Vec<(&'static str, String)> {
     let prose = "<p>Plants use <b>photo</b>synthesis &amp; light to make sugar; cells divide. </p>\n";
     vec![
         ("prose", repeat(prose, size)),
@@ -35,9 +35,8 @@ fn inputs(size: usize) -> Vec<(&'static str, String)> {
 }
 
 /// The work of each text function on `text`.
-fn work_of(text: &str) -> [(&'static str, u64); 7] {
+fn work_of(text: &str) -> [(&'static str, u64); 6] {
     let q = SearchQuery::parse("aa photo*").unwrap();
-    let mut escaped = Vec::new();
     [
         ("html::text", measure(|| html::text(text)).1),
         ("words of plain text", measure(|| words(text, usize::MAX)).1),
@@ -45,7 +44,6 @@ fn work_of(text: &str) -> [(&'static str, u64); 7] {
         ("spans", measure(|| spans(text).count()).1),
         ("excerpt of plain text", measure(|| excerpt::excerpt(&q, &[("c", &PLAIN, text)])).1),
         ("excerpt of HTML", measure(|| excerpt::excerpt(&q, &[("c", &HTML, text)])).1),
-        ("escaping", measure(|| crate::jsonapi::escape::escape_into(&mut escaped, text)).1),
     ]
 }
 

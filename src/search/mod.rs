@@ -15,7 +15,7 @@
 pub mod excerpt;
 pub mod html;
 #[cfg(test)]
-mod linear;
+pub mod linear;
 pub mod query;
 pub mod work;
 

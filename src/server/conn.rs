@@ -10,7 +10,7 @@ use hyper_util::server::graceful::GracefulConnection;
 use tokio::sync::{watch, Notify};
 use warp::http::Version;
 
-use super::Limits;
+use crate::app::Limits;
 
 /// The bytes a response's head is taken to have beside its body (HTTP/1 heads are about this;
 /// HTTP/2 sends less, its frame headers aside).

@@ -25,28 +25,10 @@ use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
 use tokio::sync::{watch, Notify, Semaphore};
 
+use crate::app::Limits;
 use crate::App;
 use conn::{Standing, Watch};
 use watched::{Tracked, Watched};
-
-/// How long clients may take, and how many may be connected at once.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// A request's head must arrive within this, counted from its first byte (from the
-    /// connection's opening for its first request).
-    pub header_timeout: Duration,
-    /// A connection with no request in flight is closed after this without a new request (or
-    /// without progress writing a response the client reads).
-    pub idle_timeout: Duration,
-    /// Connections open at once.
-    pub max_connections: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits { header_timeout: Duration::from_secs(10), idle_timeout: Duration::from_secs(75), max_connections: 1024 }
-    }
-}
 
 /// A new connection is not closed to make room before it had this long (or a tenth of the
 /// header timeout, when shorter) to send its first request: real clients send it with their

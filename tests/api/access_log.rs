@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::helpers::{on_both, Engine, TestApp, TOKEN};
 use crate::process::{new_subject, Starting};
-use coursed::http::AccessLog;
+use coursed::app::AccessLog;
 
 /// A sink the test can read.
 #[derive(Clone, Default)]

@@ -56,7 +56,7 @@ async fn the_caller_is_in_the_response_extensions_and_last_use_is_recorded_once_
     let quiet = TestApp::new().await;
     let r = as_token(&quiet, TOKEN, "GET", "/v1/modules", HOME).reply(&coursed::http::routes(quiet.app.clone())).await;
     assert_eq!((r.status().as_u16(), r.extensions().get::<Caller>()), (200, None));
-    let log = Arc::new(coursed::http::AccessLog::new(Box::new(std::io::sink())));
+    let log = Arc::new(coursed::app::AccessLog::new(Box::new(std::io::sink())));
     let t = TestApp::new().await.configured(|app| app.access_log = Some(log));
     let token = create(&t.database, "display", "read");
     let routes = coursed::http::routes(t.app.clone());

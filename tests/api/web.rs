@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::conditional::get_if_none_match;
 use crate::helpers::{on_both, TestApp, JSONAPI};
-use coursed::http::Web;
+use coursed::app::Web;
 
 const SITE: &str = "https://app.school.example";
 

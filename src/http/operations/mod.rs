@@ -30,10 +30,7 @@ use crate::resources::ResourceType;
 use crate::store::select::Record;
 use crate::store::{write, Tx};
 
-/// The extension's URI, as `ext` names it in media types.
-pub const ATOMIC: &str = "https://jsonapi.org/ext/atomic";
-/// The most operations one request may hold (more is a 413).
-pub const MAX_OPERATIONS: usize = 1000;
+pub use crate::jsonapi::{ATOMIC, MAX_OPERATIONS};
 const MEMBERS: [&str; 5] = ["op", "ref", "href", "data", "meta"];
 
 /// What an operation returns: the resource it created or updated, or nothing.

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use crate::helpers::{on_both, TestApp, TOKEN};
-use coursed::server::Limits;
+use coursed::app::Limits;
 
 /// `coursed::serve` in this test's runtime; stopped when dropped.
 struct Running {

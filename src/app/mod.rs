@@ -4,10 +4,13 @@ use std::sync::Arc;
 
 use warp::http::HeaderMap;
 
+mod log;
+mod settings;
+
+pub use self::log::AccessLog;
+pub use self::settings::{Cors, Limits, Web};
 use crate::error::{Error, Problem};
-use crate::http::{AccessLog, Web};
 use crate::jsonapi::Base;
-use crate::server::Limits;
 use crate::store::Db;
 use crate::tokens::{throttle, Auth, Throttle, Tokens};
 
@@ -36,9 +39,13 @@ pub struct App {
     /// How long a request's database work may take, and how long it may wait for a turn.
     pub request_timeout: std::time::Duration,
     /// Permits for the few documents larger than the small budget built at once (see
-    /// [`crate::http::large`]).
+    /// the web layer's `large.rs`).
     pub large_documents: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many documents larger than the small budget are built and sent at once: each takes at
+/// most `Budget::LARGE` for its rows and as much for its document.
+pub const LARGE_DOCUMENTS: usize = 2;
 
 /// How long a request's database work may take, unless `--request-timeout` says otherwise.
 pub const DEFAULT_REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -58,7 +65,7 @@ impl App {
             connections: Limits::default(),
             access_log: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
-            large_documents: Arc::new(tokio::sync::Semaphore::new(crate::http::large::LARGE_DOCUMENTS)),
+            large_documents: Arc::new(tokio::sync::Semaphore::new(LARGE_DOCUMENTS)),
         }
     }
 
