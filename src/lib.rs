@@ -22,6 +22,7 @@ pub mod server;
 pub mod store;
 pub mod time;
 pub mod tokens;
+pub mod value;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -7,8 +7,6 @@
 //! set of rows whose column names it), so `subjects.module` and `modules.subjects` can never
 //! disagree.
 
-pub use crate::search::Searchable;
-
 /// The JSON and storage kind of an attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -22,6 +20,18 @@ pub enum Kind {
     Integer,
     /// An RFC 3339 timestamp set by the server; read-only.
     Timestamp,
+}
+
+/// How a searchable attribute's text becomes words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Searchable {
+    /// The column holding the attribute's words.
+    pub column: &'static str,
+    /// The text is HTML: markup is not searchable text (tags removed, entities decoded).
+    pub html: bool,
+    /// At most this many bytes of words are kept (whole words): the rest of a very long text is
+    /// not searchable. Together they stay under PostgreSQL's 1 MB limit of a `tsvector`.
+    pub max_bytes: usize,
 }
 
 #[derive(Debug)]

@@ -9,7 +9,7 @@ use serde_json::{Map, Value as Json};
 use crate::error::{Error, Problem};
 use crate::jsonapi::query::normalize_id;
 use crate::resources::{Attribute, Kind, Relationship, ResourceType};
-use crate::store::Value;
+use crate::value::Value;
 
 /// What a create or update sets.
 #[derive(Debug)]

@@ -13,7 +13,7 @@ use super::{spans, work, SearchQuery, Searchable};
 /// About how many characters an excerpt shows.
 pub const LENGTH: usize = 160;
 /// How much of a text an excerpt is looked for in, at most (bytes; characters where the
-/// database cuts the text, see [`crate::store::search::page_meta`]): a match further on shows
+/// database cuts the text, see the store's `search::page_meta`): a match further on shows
 /// no excerpt of that text, so that a page of long texts costs a bounded amount of work.
 pub const SCANNED: usize = 64 << 10;
 /// Words shown before the first match, at most.
@@ -30,7 +30,7 @@ pub struct Excerpt {
 /// text) in which a term matches; `None` when none does.
 pub fn excerpt(q: &SearchQuery, texts: &[(&'static str, &Searchable, &str)]) -> Option<Excerpt> {
     for (name, how, text) in texts {
-        let text = how.plain(head(text, SCANNED));
+        let text = super::plain(how, head(text, SCANNED));
         let found = find(q, &text, how.max_bytes);
         if let Some(first) = found.first() {
             return Some(Excerpt { attribute: name, html: render(&text, first.start, &found) });

@@ -21,40 +21,28 @@ pub mod work;
 
 use unicode_normalization::char::{decompose_compatible, is_combining_mark};
 
+pub use crate::resources::Searchable;
 use crate::resources::{Attribute, ResourceType};
-use crate::store::Value;
+use crate::value::Value;
 
 pub use self::query::{SearchQuery, Term};
 
 /// The longest word kept, in bytes; a longer run of letters is cut to this (at a character).
 pub const MAX_WORD_BYTES: usize = 100;
 
-/// How a searchable attribute's text becomes words.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Searchable {
-    /// The column holding the attribute's words.
-    pub column: &'static str,
-    /// The text is HTML: markup is not searchable text (tags removed, entities decoded).
-    pub html: bool,
-    /// At most this many bytes of words are kept (whole words): the rest of a very long text is
-    /// not searchable. Together they stay under PostgreSQL's 1 MB limit of a `tsvector`.
-    pub max_bytes: usize,
-}
-
-impl Searchable {
-    /// The searchable text of an attribute's `text`: itself, or an HTML text's text content.
-    pub fn plain<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
-        if self.html {
-            html::text(text).into()
-        } else {
-            text.into()
-        }
+/// The searchable text of an attribute's `text` searched as `how`: itself, or an HTML text's
+/// text content.
+pub fn plain<'a>(how: &Searchable, text: &'a str) -> std::borrow::Cow<'a, str> {
+    if how.html {
+        html::text(text).into()
+    } else {
+        text.into()
     }
 }
 
 /// The words of `text`, space-separated, for an attribute searched as `how`.
 pub fn words_of(text: &str, how: &Searchable) -> String {
-    words(&how.plain(text), how.max_bytes)
+    words(&plain(how, text), how.max_bytes)
 }
 
 /// The words of plain `text`, space-separated, at most `max_bytes` of them (whole words).
