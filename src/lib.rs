@@ -38,7 +38,7 @@ pub const DRAIN: Duration = Duration::from_secs(10);
 
 /// Opens the database and gathers the tokens for `coursed serve`; with none configured, also
 /// the token generated (or read back) for this start, to be printed when new.
-pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), String> {
+pub async fn open(args: &ServeArgs) -> Result<(App, Option<tokens::Bootstrap>), String> {
     let path = if args.mock { ":memory:".to_owned() } else { args.database.clone() };
     let mut opts = store::Options::new(&path, args.durability);
     opts.wait = args.database_wait;
@@ -55,7 +55,7 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<store::Bootstrap>), S
     let mut accepted = Tokens::new(list);
     let mut bootstrap = None;
     if accepted.is_empty() {
-        let b = db.bootstrap_token(&path).await?;
+        let b = tokens::bootstrap(&db, &path).await?;
         accepted = Tokens::new(b.tokens.clone()).named(tokens::BOOTSTRAP);
         bootstrap = Some(b);
     }

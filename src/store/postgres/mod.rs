@@ -274,13 +274,14 @@ fn first_connection(manager: &Manager, name: &str, wait: Duration) -> std::resul
     }
 }
 
-/// The token generated at first start, shared by every replica: `(token, created now)`.
-pub fn bootstrap_token(tx: &mut dyn Tx, candidate: &str) -> std::result::Result<(String, bool), DbError> {
+/// Keeps `value` as the setting `name` (in `coursed_settings`) unless there is one already;
+/// returns the one kept and whether it is `value`.
+pub fn keep_setting(tx: &mut dyn Tx, name: &str, value: &str) -> std::result::Result<(String, bool), DbError> {
     use super::tx::Value;
     let created = tx.execute(
-        "INSERT INTO coursed_settings (name, value) VALUES ('bootstrap_token', ?) ON CONFLICT (name) DO NOTHING",
-        &[Value::Text(candidate.to_owned())],
+        "INSERT INTO coursed_settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+        &[Value::Text(name.to_owned()), Value::Text(value.to_owned())],
     )?;
-    let stored = tx.strings("SELECT value FROM coursed_settings WHERE name = 'bootstrap_token'", &[])?;
+    let stored = tx.strings("SELECT value FROM coursed_settings WHERE name = ?", &[Value::Text(name.to_owned())])?;
     Ok((stored.into_iter().next().unwrap_or_default(), created == 1))
 }

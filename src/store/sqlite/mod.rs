@@ -32,7 +32,6 @@ pub use self::bulk::bulk;
 pub use self::open::create;
 use self::tx::SqliteTx;
 use super::tx::{guarded, Shared, Tx};
-use super::Bootstrap;
 use super::{Durability, Options};
 use crate::error::{Error, Result};
 
@@ -180,24 +179,4 @@ impl Sqlite {
         queue.send(job).map_err(|_| Error::unavailable("the writer has stopped"))?;
         rx.await.map_err(|_| Error::internal("the writer dropped a write"))?
     }
-}
-
-/// The generated token of `database`: kept beside the file in `<database>.tokens` (mode 0600)
-/// and read back by later starts; a `:memory:` database keeps none.
-pub fn bootstrap_token(database: &str, candidate: String) -> std::result::Result<Bootstrap, String> {
-    use crate::tokens;
-    if database == ":memory:" {
-        return Ok(Bootstrap { tokens: vec![candidate], created: true, kept: None });
-    }
-    let path = tokens::bootstrap_path(database);
-    let kept = Some(format!("in {}", path.display()));
-    if path.exists() {
-        let tokens = tokens::read_file(&path)?;
-        if tokens.is_empty() {
-            return Err(format!("tokens file {} holds no token; add one or remove the file", path.display()));
-        }
-        return Ok(Bootstrap { tokens, created: false, kept });
-    }
-    tokens::store_new(&path, &candidate)?;
-    Ok(Bootstrap { tokens: vec![candidate], created: true, kept })
 }
