@@ -16,6 +16,7 @@ pub mod jsonapi;
 pub mod mock;
 pub mod openapi;
 pub mod private;
+pub mod render;
 pub mod resources;
 pub mod search;
 pub mod server;
@@ -29,7 +30,7 @@ use std::time::Duration;
 
 pub use app::App;
 use cli::ServeArgs;
-use jsonapi::Base;
+use render::Base;
 pub use server::serve;
 use tokens::Tokens;
 

@@ -10,7 +10,7 @@ mod settings;
 pub use self::log::AccessLog;
 pub use self::settings::{Cors, Limits, Web};
 use crate::error::{Error, Problem};
-use crate::jsonapi::Base;
+use crate::render::Base;
 use crate::store::Db;
 use crate::tokens::{throttle, Auth, Throttle, Tokens};
 

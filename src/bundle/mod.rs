@@ -18,7 +18,7 @@ use std::io::Write;
 use std::path::Path;
 
 pub use self::import::{import, Imported, Options};
-use crate::jsonapi::document::Doc;
+use crate::render::Doc;
 use crate::resources::TYPES;
 use crate::store::bulk::{self, Counts};
 use crate::store::{display_name, Db, DbError, Durability, Record, Selection, Value};

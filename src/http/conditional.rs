@@ -1,7 +1,7 @@
 //! Conditional requests: `ETag` and `If-None-Match` on reads (304 Not Modified), `If-Match` on
 //! writes (412 Precondition Failed, or 428 Precondition Required with `--require-if-match`).
 //!
-//! Tags come from [`crate::jsonapi::etag`]. A compressed response carries its tag with the
+//! Tags come from [`crate::render::etag`]. A compressed response carries its tag with the
 //! coding appended (`"…-gz"`, `"…-br"`: a strong tag names one exact byte sequence), and every
 //! write's `If-Match` ignores that suffix (a tag of any coding names the document's state); a
 //! read's `If-None-Match` takes a coded tag only for the coding the request would get now.
@@ -13,7 +13,7 @@ use warp::reply::Response;
 use super::compress::{self, Coding};
 use super::reply::document;
 use crate::error::{Error, Problem, Result};
-use crate::jsonapi::etag;
+use crate::render::etag;
 
 /// The suffixes compressed responses add to a tag.
 pub const CODING_SUFFIXES: [&str; 2] = ["-gz", "-br"];

@@ -1,13 +1,8 @@
-//! JSON:API 1.0 documents: query parameters, request documents, response documents.
+//! JSON:API 1.0 requests: query parameters and request documents, parsed and checked against
+//! the declarations before any SQL runs (the response documents are the `render` module's).
 
 pub mod body;
-pub mod document;
-pub mod escape;
-pub mod etag;
 pub mod query;
-pub mod response;
-
-pub use document::{Base, Doc};
 
 /// The JSON:API media type.
 pub const JSONAPI: &str = "application/vnd.api+json";

@@ -8,7 +8,7 @@ use serde_json::{Map, Value as Json};
 use super::super::read::parse_id;
 use super::super::related::relationship_named;
 use crate::error::{Error, Problem, Result};
-use crate::jsonapi::Base;
+use crate::render::Base;
 use crate::resources::{self, Relationship, ResourceType};
 
 /// The resources created so far in this request, by `lid`.

@@ -1,11 +1,16 @@
-//! Writing JSON:API response documents.
+//! Writing JSON:API response documents: the document writer (here), whole responses
+//! (`response.rs`), entity tags (`etag.rs`) and JSON escaping (`escape.rs`).
 //!
 //! Documents are written straight into one byte buffer from the declarations and the rows read:
 //! no intermediate `serde_json::Value` tree, compact JSON, UTF-8 left unescaped.
 
+pub mod escape;
+pub mod etag;
+pub mod response;
+
 use std::io::Write as _;
 
-use super::escape::{escape_into, escape_utf8_into};
+use self::escape::{escape_into, escape_utf8_into};
 use crate::resources::{Kind, Relationship};
 use crate::store::{Cell, Fields, Selection};
 

@@ -1,8 +1,8 @@
 //! Whole response documents: a resource, a page of a collection, a linkage.
 
-use super::document::{Base, Doc};
-use super::query::Query;
+use super::{Base, Doc};
 use crate::error::Result;
+use crate::jsonapi::query::Query;
 use crate::resources::Relationship;
 use crate::store::{Fields, Record, Selection};
 
