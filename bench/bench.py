@@ -57,8 +57,8 @@ def fresh_copy(pristine, path):
     shutil.copyfile(pristine, path)
 
 
-def coursed_server(args, db, name="coursed", flags=(), workloads=BASE, prepare=None):
-    argv = [coursed_bin(args), "serve", "--port", "0", "--database", db, "--token", TOKEN, "--log-level", "warn"]
+def coursed_server(args, db, name="coursed", flags=(), workloads=BASE, prepare=None, binary=None):
+    argv = [binary or coursed_bin(args), "serve", "--port", "0", "--database", db, "--token", TOKEN, "--log-level", "warn"]
     return Server(name, argv + list(flags), ready_line="listening on http://", workloads=workloads, prepare=prepare)
 
 
@@ -78,6 +78,8 @@ def main():
     ap.add_argument("--connections", type=int, default=16)
     ap.add_argument("--idle-wait", type=int, default=60, help="wait up to N s for a quiet machine before each workload")
     ap.add_argument("--profile", default="release")
+    ap.add_argument("--baseline", help="a coursed binary of another revision: W1-W5 on it too, right before coursed "
+                                       "on each engine, for before/after ratios in the same run")
     ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")))
     ap.add_argument("--shared", default=os.environ.get("BENCH_SHARED", os.path.join(REPO, "..", "shared", "bench")))
     args = ap.parse_args()
@@ -107,7 +109,11 @@ def main():
 
     run_db = os.path.join(work, "run.db")
     fresh = lambda: fresh_copy(pristine, run_db)
-    servers = [
+    servers = []
+    if args.baseline:
+        servers.append(lambda: coursed_server(args, run_db, name="coursed-before", workloads=BASE, prepare=fresh,
+                                              binary=args.baseline))
+    servers += [
         lambda: coursed_server(args, run_db, workloads=COURSED, prepare=fresh),
         # Right after coursed, on a fresh copy of the same database, so that W1c / W1 is a same-run ratio.
         lambda: coursed_server(args, run_db, name="coursed-cors", flags=["--cors-origin", CORS_ORIGIN],
@@ -209,6 +215,13 @@ def pg_servers(args, cluster, pristine, peers):
                       workloads=COURSED_PG, prepare=lambda: cluster.fresh("coursed_work", "coursed_pristine"),
                       db_ticks=cluster.cpu_ticks)
     made = [coursed_pg]
+    if args.baseline:
+        def before_pg():
+            argv = [args.baseline, "serve", "--port", "0", "--database", cluster.url("coursed_work"),
+                    "--token", TOKEN, "--log-level", "warn"]
+            return Server("coursed-before-pg", argv, ready_line="listening on http://", workloads=BASE,
+                          prepare=lambda: cluster.fresh("coursed_work", "coursed_pristine"), db_ticks=cluster.cpu_ticks)
+        made.insert(0, before_pg)
     # pg-alone's tables are made only when it runs.
     if not args.servers or "pg-alone" in args.servers.split(","):
         if os.path.exists(os.path.join(cluster.bin, "pgbench")):

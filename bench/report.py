@@ -30,6 +30,9 @@ WORKLOAD_TARGETS = [
     # CORS adds a few response headers to W1 (coursed-cors: a second coursed, --cors-origin).
     ("W1c", "coursed-cors", "W1", "coursed", 0.95),
 ]
+# A change against the revision before it (bench.py --baseline): W1-W5 fall by at most 5 %.
+BEFORE_AFTER = [(w, after, w, before, 0.95) for w in ("W1", "W2", "W3", "W4", "W5")
+                for after, before in (("coursed", "coursed-before"), ("coursed-pg", "coursed-before-pg"))]
 # The main table: the five, then the variants (after them, so that the five read as before).
 ORDER = ("W1", "W2", "W3", "W4", "W5", "W6", "W1c", "W2z", "W3z")
 VARIANTS = ("W6: W1 with If-None-Match of the subject's current tag, every answer a 304; W1c: W1 with an Origin, "
@@ -144,7 +147,7 @@ def main(path):
     print()
     failed = []
     verdicts = []
-    targets = [(w, server, w, ref, need) for w, server, ref, need in TARGETS] + WORKLOAD_TARGETS
+    targets = [(w, server, w, ref, need) for w, server, ref, need in TARGETS] + WORKLOAD_TARGETS + BEFORE_AFTER
     for w, server, ref_w, ref, need in targets:
         got = ratio(rows, rounds, w, server, ref_w, ref)
         if not got:

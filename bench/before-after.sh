@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# W1-W5 of this working tree against another revision, in the same run, on SQLite and (when
+# PostgreSQL's server binaries are installed) PostgreSQL: each round runs the other revision's
+# server right before this one's on a fresh copy of the same data, and the report gives
+# this / before per workload with the target of a change: at most 5 % slower.
+#
+#   bench/before-after.sh REV [bench.py arguments, e.g. --rounds 3 --no-pg]
+#
+# The other revision is built (release) in a worktree of its own under $BENCH_WORK.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+REPO=$(cd "$HERE/.." && pwd)
+REV=${1:?usage: bench/before-after.sh REV [bench.py arguments]}
+shift
+WORK=${BENCH_WORK:-/tmp/coursed-bench}
+BEFORE="$WORK/before-$(git -C "$REPO" rev-parse --short "$REV")"
+
+if ! command -v wrk >/dev/null; then
+  echo "installing wrk" >&2
+  SUDO=$([ "$(id -u)" = 0 ] || echo sudo)
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq wrk >/dev/null
+fi
+if [ ! -x "$BEFORE/target/release/coursed" ]; then
+  mkdir -p "$WORK"
+  [ -d "$BEFORE/src" ] || git -C "$REPO" worktree add --detach "$BEFORE/src" "$REV"
+  (cd "$BEFORE/src" && CARGO_TARGET_DIR="$BEFORE/target" cargo build --locked --release)
+fi
+cd "$REPO"
+cargo build --locked --release
+exec python3 "$HERE/bench.py" --no-peers --no-scale --workloads W1,W2,W3,W4,W5 \
+  --servers coursed-before,coursed,coursed-before-pg,coursed-pg \
+  --baseline "$BEFORE/target/release/coursed" "$@"
