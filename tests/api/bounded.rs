@@ -112,3 +112,38 @@ async fn a_read_that_runs_away_is_stopped_at_the_request_timeout_and_its_connect
         t.get("/v1/modules").await.assert_status(200);
     }
 }
+
+on_both!(pathological_text_is_stored_searched_and_excerpted_like_any_other);
+async fn pathological_text_is_stored_searched_and_excerpted_like_any_other() {
+    let t = TestApp::new().await;
+    // Just under the body limit once wrapped in a document: runs that once cost quadratic time.
+    let amps = "&".repeat(600_000) + " needle " + &"&#".repeat(100_000);
+    let tags = "<a ".repeat(100_000) + "> needle";
+    let m = t.create("modules", json!({"title": "Amps", "content": amps}), Value::Null).await;
+    let n = t.create("modules", json!({"title": "Tags", "content": tags}), Value::Null).await;
+    // A hundred thousand one-letter words, then the one searched for (within the words kept).
+    let body =
+        json!({"data": {"type": "modules", "id": n, "attributes": {"content": "a ".repeat(100_000) + "needle"}}});
+    t.write("PATCH", &format!("/v1/modules/{n}"), body).await.assert_status(200);
+    let ops = json!({"atomic:operations": [{"op": "add", "data": {"type": "modules",
+        "attributes": {"title": "Marks", "content": format!("a{} needle", "\u{301}".repeat(200_000))}}}]});
+    let req = t.req("POST", "/v1/operations").header("content-type", crate::helpers::ATOMIC).body(ops.to_string());
+    assert_eq!(t.exchange(req).await.0, 200);
+    let r = t.get("/v1/modules?filter[search]=needle&fields[modules]=title").await;
+    r.assert_status(200);
+    assert_eq!(r.data().len(), 3, "{}", r.body);
+    let excerpt = |id: &str| {
+        let found = r.data().iter().find(|d| d["id"] == id).unwrap_or_else(|| panic!("{id} not found"));
+        found["meta"]["search"]["excerpt"].as_str().unwrap_or("").to_owned()
+    };
+    // Each match is beyond the first 64 KiB of its text: no excerpt, the resource found all the
+    // same; a short text shows its match.
+    assert_eq!(excerpt(&m), "");
+    assert_eq!(r.data().iter().filter(|d| d["meta"]["search"]["excerpt"].is_string()).count(), 0, "{}", r.body);
+    let short = t
+        .create("modules", json!({"title": "Short", "content": "a\u{301}\u{301} &&& the needle <a <a"}), Value::Null)
+        .await;
+    let r = t.get("/v1/modules?filter[search]=needle&fields[modules]=title&page[size]=10").await;
+    let found = r.data().iter().find(|d| d["id"] == short.as_str()).unwrap();
+    assert_eq!(found["meta"]["search"]["excerpt"], "a\u{301}\u{301} &amp;&amp;&amp; the <mark>needle</mark>");
+}
