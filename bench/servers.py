@@ -3,6 +3,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from workloads import BASE, TOKEN
@@ -28,19 +29,25 @@ class Server:
         # server that is not a child of this one (PostgreSQL).
         self.prepare, self.db_ticks = prepare, db_ticks
 
-    def start(self, logfile, probe=None):
+    def start(self, logfile, probe=None, ready_within=120):
         self.log = open(logfile, "w")
         t0 = time.perf_counter()
         if self.ready_line:
             self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                          env={**os.environ, **(self.env or {})})
-            for line in self.proc.stdout:
-                if self.ready_line in line:
-                    self.ready_ms = (time.perf_counter() - t0) * 1000
-                    self.port = int(line.strip().rsplit(":", 1)[1].split("/")[0])
-                    break
-            else:
-                raise SystemExit(f"{self.name} exited before it was ready (see {logfile})")
+            # A server that is neither ready nor gone by then is killed, which ends the read below.
+            watchdog = threading.Timer(ready_within, self.proc.kill)
+            watchdog.start()
+            try:
+                for line in self.proc.stdout:
+                    if self.ready_line in line:
+                        self.ready_ms = (time.perf_counter() - t0) * 1000
+                        self.port = int(line.strip().rsplit(":", 1)[1].split("/")[0])
+                        break
+                else:
+                    raise SystemExit(f"{self.name} exited or was not ready within {ready_within} s (see {logfile})")
+            finally:
+                watchdog.cancel()
         else:
             if port_in_use(self.port):
                 raise SystemExit(f"port {self.port} is already in use: stop what listens there first")
