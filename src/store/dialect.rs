@@ -6,13 +6,15 @@ use super::tx::Value;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
 
-/// One tier of a search's results (see [`crate::store::search::page`]): its condition, the
-/// condition's parameters, and the expression to order it by (`id`, or an expression of the
-/// same order that keeps an engine from walking the id index when the tier is small).
+/// One tier of a search's results (see [`crate::store::relevance`]), as two conditions that
+/// select the same rows with the same parameters: `walk` keeps the engine from reading the tier
+/// out of the search index, so that it walks an index in id order and tests each row (against
+/// sets of the search index computed once per statement, never a look-up per row); `set` lets
+/// it read the tier's rows from the search index and sort them.
 pub struct Tier {
-    pub condition: String,
+    pub walk: String,
+    pub set: String,
     pub values: Vec<Value>,
-    pub order: &'static str,
 }
 
 /// The SQL dialect of an engine.
@@ -108,19 +110,32 @@ impl Dialect {
         }
     }
 
-    /// The conditions of the tiers of a search's results, best first: a row of `rt` matches
-    /// `q` and every term is in its title; it matches and not every term is. `matching` is
-    /// how many rows of the table match, when known.
-    pub fn search_tiers(
-        self,
-        tx: &mut dyn super::Tx,
-        rt: &ResourceType,
-        q: &SearchQuery,
-        matching: Option<u64>,
-    ) -> crate::error::Result<Vec<Tier>> {
+    /// The two tiers of a search's results, best first: a row of `rt` matches `q` and every
+    /// term is in its title; it matches and not every term is.
+    pub fn search_tiers(self, rt: &ResourceType, q: &SearchQuery) -> [Tier; 2] {
         match self {
-            Dialect::Sqlite => super::sqlite::search::tiers(tx, rt, q, matching),
-            Dialect::Postgres => super::postgres::search::tiers(tx, rt, q, matching),
+            Dialect::Sqlite => super::sqlite::search::tiers(rt, q),
+            Dialect::Postgres => super::postgres::search::tiers(rt, q),
+        }
+    }
+
+    /// A statement counting the rows of the first tier of a search (`q` matches and every term
+    /// is in the title) when nothing else filters them, if the engine's index can tell without
+    /// reading rows.
+    pub fn search_title_count(self, rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)> {
+        match self {
+            Dialect::Sqlite => super::sqlite::search::title_count(rt, q),
+            Dialect::Postgres => None,
+        }
+    }
+
+    /// The `ORDER BY` of a tier read with [`Tier::set`]: PostgreSQL is given an expression of
+    /// the id's order that the id index cannot serve, or it may still walk that index (its
+    /// estimate of a word it has no statistics for is far too high).
+    pub fn set_order(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "id",
+            Dialect::Postgres => "id || ''",
         }
     }
 

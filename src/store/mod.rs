@@ -12,6 +12,7 @@ pub mod dialect;
 pub mod list;
 pub mod paging;
 pub mod relations;
+pub mod relevance;
 pub mod search;
 pub mod select;
 pub mod tx;

@@ -1,12 +1,9 @@
 //! Search on PostgreSQL: a `tsquery` over the `search` column (a GIN-indexed tsvector of the
 //! words, see migrations/postgres/0003-search.sql), and phrases checked on the words columns.
 
-use crate::error::Result;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
 use crate::store::dialect::{Dialect, Tier};
-use crate::store::list::table_rows;
-use crate::store::Tx;
 use crate::store::Value;
 
 /// The rows of `rt` that match `q`. The tsvector holds each word of the row once, without
@@ -14,7 +11,12 @@ use crate::store::Value;
 /// prefix, `:*`), and a term of several words must also be found, in that order, in the words
 /// of one attribute: what [`crate::search::Term`] defines.
 pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
-    let mut sql = "search @@ CAST(CAST(? AS text) AS tsquery)".to_owned();
+    matching_by(rt, q, "search @@ CAST(CAST(? AS text) AS tsquery)")
+}
+
+/// [`matching`] with `test` as the test of the tsvector.
+fn matching_by(rt: &ResourceType, q: &SearchQuery, test: &str) -> (String, Vec<Value>) {
+    let mut sql = test.to_owned();
     if let Some(phrases) = crate::store::search::phrases(Dialect::Postgres, rt, q) {
         sql = format!("{sql} AND {phrases}");
     }
@@ -106,25 +108,17 @@ pub fn fold(conn: &mut super::client::PgConn, batches: u32) -> Result<u64, tokio
     Ok(done)
 }
 
-/// A search matching fewer than 1 in this many rows of the table is read from the GIN index
-/// and sorted; a larger one by walking the id index and testing each row.
-const WALK_SHARE: u64 = 50;
-
-/// The tiers of a search (see [`crate::store::search::page`]): the condition and every term
-/// in the title, then the condition and not. A search that matches few rows of the table
-/// (`known`, when nothing else filters) is ordered by an expression of the id's order that
-/// the id index cannot serve, so that PostgreSQL reads the matches from the GIN index and sorts
-/// them rather than walk the id index in the hope of finding a page soon (its estimate of a
-/// word it has no statistics for is far too high).
-pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<u64>) -> Result<Vec<Tier>> {
-    let (condition, values) = matching(rt, q);
+/// The tiers of a search (see [`crate::store::relevance`]): the rows matching `q` with every
+/// term in the title (checked on the title's words), then the others. `ts_match_vq` is `@@`
+/// as a function, which the GIN index does not serve: the planner then walks an index in id
+/// order and tests each row.
+pub fn tiers(rt: &ResourceType, q: &SearchQuery) -> [Tier; 2] {
+    let (set, values) = matching(rt, q);
+    let (walk, _) = matching_by(rt, q, "ts_match_vq(search, CAST(CAST(? AS text) AS tsquery))");
     let title = crate::store::search::in_title(Dialect::Postgres, rt, q);
-    let order = match known {
-        Some(n) if n.saturating_mul(WALK_SHARE) < table_rows(tx, rt)? => "id || ''",
-        _ => "id",
-    };
-    Ok(vec![
-        Tier { condition: format!("{condition} AND {title}"), values: values.clone(), order },
-        Tier { condition: format!("{condition} AND NOT {title}"), values, order },
-    ])
+    let tier = |condition: &str, title: &str| format!("{condition} AND {title}");
+    [
+        Tier { walk: tier(&walk, &title), set: tier(&set, &title), values: values.clone() },
+        Tier { walk: tier(&walk, &format!("NOT {title}")), set: tier(&set, &format!("NOT {title}")), values },
+    ]
 }
