@@ -23,6 +23,7 @@ mod resources;
 mod search;
 mod search_engines;
 mod search_index;
+mod search_relevance;
 mod tokens;
 mod tokens_kept;
 mod web;
