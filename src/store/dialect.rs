@@ -6,15 +6,16 @@ use super::tx::Value;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
 
-/// One tier of a search's results (see [`crate::store::relevance`]), as two conditions that
-/// select the same rows with the same parameters: `walk` keeps the engine from reading the tier
-/// out of the search index, so that it walks an index in id order and tests each row (against
+/// One tier of a search's results (see [`crate::store::relevance`]), as conditions, each with
+/// its parameters, that select the same rows: `walk` keeps the engine from reading the tier
+/// out of a search index, so that it walks an index in id order and tests each row (against
 /// sets of the search index computed once per statement, never a look-up per row); `set` lets
-/// it read the tier's rows from the search index and sort them.
+/// it read the tier's rows from a search index and sort them; `planned`, where the engine
+/// keeps statistics of the index that would serve it, leaves the choice to its planner.
 pub struct Tier {
-    pub walk: String,
-    pub set: String,
-    pub values: Vec<Value>,
+    pub walk: (String, Vec<Value>),
+    pub set: (String, Vec<Value>),
+    pub planned: Option<(String, Vec<Value>)>,
 }
 
 /// The SQL dialect of an engine.

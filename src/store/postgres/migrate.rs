@@ -4,7 +4,8 @@
 use super::client::PgConn;
 
 /// The schema migrations, in order; `coursed_schema` records those applied. Append only.
-const MIGRATIONS: &[&str] = &[include_str!("../../../schema.postgres.sql"), TOKENS, SEARCH, SEARCH_COUNTS];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../../schema.postgres.sql"), TOKENS, SEARCH, SEARCH_COUNTS, SEARCH_TITLES];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/postgres/0002-tokens.sql");
 /// Search: words columns and a GIN-indexed tsvector; the words of existing rows are computed
@@ -13,6 +14,8 @@ const SEARCH: &str = include_str!("../../../migrations/postgres/0003-search.sql"
 /// Search counts: how many rows hold each word, kept from a log of changes (see
 /// [`super::search::fold`]).
 const SEARCH_COUNTS: &str = include_str!("../../../migrations/postgres/0004-search-counts.sql");
+/// Search titles: an index of the titles' words, for the first tier of best match first.
+const SEARCH_TITLES: &str = include_str!("../../../migrations/postgres/0005-search-titles.sql");
 /// The advisory lock taken while migrating ("crsd").
 const LOCK: i64 = 0x6372_7364;
 

@@ -80,13 +80,19 @@ pub fn tiers(rt: &ResourceType, q: &SearchQuery) -> [Tier; 2] {
         let first = |rowid: &str| format!("{rowid} {titles} AND {title}");
         let rest = |rowid: &str| format!("{rowid} {search} AND {phrases} AND NOT {title}");
         return [
-            Tier { walk: first("+rowid"), set: first("rowid"), values: vec![all.clone()] },
-            Tier { walk: rest("+rowid"), set: rest("rowid"), values: vec![all] },
+            Tier {
+                walk: (first("+rowid"), vec![all.clone()]),
+                set: (first("rowid"), vec![all.clone()]),
+                planned: None,
+            },
+            Tier { walk: (rest("+rowid"), vec![all.clone()]), set: (rest("rowid"), vec![all]), planned: None },
         ];
     }
+    let first = |rowid: &str| format!("{rowid} {titles}");
     let rest = |rowid: &str| format!("{rowid} {search} AND rowid NOT {titles}");
+    let (one, two) = (vec![all.clone()], vec![all.clone(), all]);
     [
-        Tier { walk: format!("+rowid {titles}"), set: format!("rowid {titles}"), values: vec![all.clone()] },
-        Tier { walk: rest("+rowid"), set: rest("rowid"), values: vec![all.clone(), all] },
+        Tier { walk: (first("+rowid"), one.clone()), set: (first("rowid"), one), planned: None },
+        Tier { walk: (rest("+rowid"), two.clone()), set: (rest("rowid"), two), planned: None },
     ]
 }
