@@ -16,7 +16,8 @@ const PAGE: usize = 7;
 
 /// Subject `i`'s title and content: `alpha` in every third title and every second content,
 /// `beta` in most contents and every ninth title, `gamma delta` (the phrase) in every 35th
-/// title and every 7th content, `delta gamma` (the same words, not the phrase) in every 11th.
+/// title and every 7th content, `delta gamma` (the same words, not the phrase) in every 11th;
+/// `filler` in every content and no title.
 fn subject(i: u32) -> (String, String) {
     let mut title = format!("Subject {i}");
     let mut content = String::from("filler");
@@ -131,6 +132,7 @@ async fn every_page_of_best_match_first_is_its_slice_of_the_whole_order() {
         ("gamma", expected(s, gamma, |i| nth(i, 35))),
         ("%22gamma%20delta%22", expected(s, |i| nth(i, 35) || nth(i, 7), |i| nth(i, 35))),
         ("%22gamma%20de%22*%20beta", expected(s, |i| (nth(i, 35) || nth(i, 7)) && beta(i), |i| nth(i, 315))),
+        ("filler", expected(s, |_| true, |_| false)),
         ("nowhere", vec![]),
     ];
     for (text, order) in &cases {
