@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
 from procs import cpu_ticks, ended_children_ticks
@@ -69,7 +70,7 @@ class Cluster:
         return self
 
     def stop(self):
-        if self.port and os.path.exists(os.path.join(self.data, "postmaster.pid")):
+        if os.path.exists(os.path.join(self.data, "postmaster.pid")):
             self._run([os.path.join(self.bin, "pg_ctl"), "-D", self.data, "-m", "fast", "-w", "stop"],
                       capture_output=True)
         shutil.rmtree(self.root, ignore_errors=True)
@@ -102,3 +103,24 @@ class Cluster:
             return cpu_ticks(pid) + ended_children_ticks(pid)
         except (OSError, ValueError):
             return 0
+
+
+def main(argv):
+    """For shell benchmarks: `pg.py start ROOT` starts a cluster in ROOT with an empty database
+    `coursed` and prints its URL; `pg.py stop ROOT` stops it and removes ROOT; `pg.py bindir`
+    prints where the server binaries are (nothing without them)."""
+    log = lambda m: print(m, file=sys.stderr)
+    if argv[:1] == ["bindir"]:
+        print(bindir() or "")
+    elif argv[:1] == ["start"] and len(argv) == 2:
+        cluster = Cluster(argv[1], log).start()
+        cluster.sql("CREATE DATABASE coursed")
+        print(cluster.url("coursed"))
+    elif argv[:1] == ["stop"] and len(argv) == 2:
+        Cluster(argv[1], log).stop()
+    else:
+        raise SystemExit("usage: pg.py start ROOT | stop ROOT | bindir")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

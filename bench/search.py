@@ -9,7 +9,8 @@ the benchmark's scale run), on SQLite and on a throwaway PostgreSQL cluster (ben
   subjects created through the API before the timing hold;
 - W4 (bench/load/w4_create_subject.lua under wrk) with the search index, then on the same
   database with the index removed (SQLite: the FTS5 table and its triggers; PostgreSQL: the
-  generated tsvector, its GIN index and the triggers logging its words for the word counts; coursed still computes the words in both), same run.
+  generated tsvector, its GIN index, the GIN index of the titles and the triggers logging its words for the word counts;
+  coursed still computes the words in both), same run.
 
 Prints one JSON object; --modules and --subjects-per-module make the catalogue smaller.
 """
@@ -94,7 +95,7 @@ DROP TRIGGER subjects_search_insert; DROP TRIGGER subjects_search_delete; DROP T
 DROP TABLE subjects_search;
 """
 DROP_PG = ("DROP TRIGGER subjects_search_changed ON subjects; DROP TRIGGER subjects_search_updated ON subjects; "
-           "ALTER TABLE subjects DROP COLUMN search")
+           "ALTER TABLE subjects DROP COLUMN search; DROP INDEX subjects_titles")
 
 
 def measure(label, database, data_dir, work, args, drop):

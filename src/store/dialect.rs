@@ -6,13 +6,16 @@ use super::tx::Value;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
 
-/// One tier of a search's results (see [`crate::store::search::page`]): its condition, the
-/// condition's parameters, and the expression to order it by (`id`, or an expression of the
-/// same order that keeps an engine from walking the id index when the tier is small).
+/// One tier of a search's results (see [`crate::store::relevance`]), as conditions, each with
+/// its parameters, that select the same rows: `walk` keeps the engine from reading the tier
+/// out of a search index, so that it walks an index in id order and tests each row (against
+/// sets of the search index computed once per statement, never a look-up per row); `set` lets
+/// it read the tier's rows from a search index and sort them; `planned`, where the engine
+/// keeps statistics of the index that would serve it, leaves the choice to its planner.
 pub struct Tier {
-    pub condition: String,
-    pub values: Vec<Value>,
-    pub order: &'static str,
+    pub walk: (String, Vec<Value>),
+    pub set: (String, Vec<Value>),
+    pub planned: Option<(String, Vec<Value>)>,
 }
 
 /// The SQL dialect of an engine.
@@ -90,13 +93,16 @@ impl Dialect {
     /// PostgreSQL would rather read a whole table than count a common word's matches from the
     /// GIN index, which its own measurements here contradict; and with that plan's made-up
     /// cost it would compile every statement of the search to machine code first (JIT, tens
-    /// of milliseconds), so that is off too.
+    /// of milliseconds), so that is off too. Each statement is planned for its values: after a
+    /// few runs of a prepared statement PostgreSQL may keep one plan for any values, which read
+    /// the first page of a common word as it reads a deep page (3 ms became 51 ms).
     pub fn search_setting(self) -> Option<&'static str> {
         match self {
             Dialect::Sqlite => None,
-            Dialect::Postgres => {
-                Some("SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true)")
-            }
+            Dialect::Postgres => Some(
+                "SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), \
+                 set_config('plan_cache_mode', 'force_custom_plan', true)",
+            ),
         }
     }
 
@@ -109,19 +115,32 @@ impl Dialect {
         }
     }
 
-    /// The conditions of the tiers of a search's results, best first: a row of `rt` matches
-    /// `q` and every term is in its title; it matches and not every term is. `matching` is
-    /// how many rows of the table match, when known.
-    pub fn search_tiers(
-        self,
-        tx: &mut dyn super::Tx,
-        rt: &ResourceType,
-        q: &SearchQuery,
-        matching: Option<u64>,
-    ) -> crate::error::Result<Vec<Tier>> {
+    /// The two tiers of a search's results, best first: a row of `rt` matches `q` and every
+    /// term is in its title; it matches and not every term is.
+    pub fn search_tiers(self, rt: &ResourceType, q: &SearchQuery) -> [Tier; 2] {
         match self {
-            Dialect::Sqlite => super::sqlite::search::tiers(tx, rt, q, matching),
-            Dialect::Postgres => super::postgres::search::tiers(tx, rt, q, matching),
+            Dialect::Sqlite => super::sqlite::search::tiers(rt, q),
+            Dialect::Postgres => super::postgres::search::tiers(rt, q),
+        }
+    }
+
+    /// A statement counting the rows of the first tier of a search (`q` matches and every term
+    /// is in the title) when nothing else filters them, if the engine's index can tell without
+    /// reading rows.
+    pub fn search_title_count(self, rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)> {
+        match self {
+            Dialect::Sqlite => super::sqlite::search::title_count(rt, q),
+            Dialect::Postgres => None,
+        }
+    }
+
+    /// The `ORDER BY` of a tier read with [`Tier::set`]: PostgreSQL is given an expression of
+    /// the id's order that the id index cannot serve, or it may still walk that index (its
+    /// estimate of a word it has no statistics for is far too high).
+    pub fn set_order(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "id",
+            Dialect::Postgres => "id || ''",
         }
     }
 

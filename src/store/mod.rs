@@ -12,6 +12,7 @@ pub mod dialect;
 pub mod list;
 pub mod paging;
 pub mod relations;
+pub mod relevance;
 pub mod search;
 pub mod select;
 pub mod tx;
@@ -46,7 +47,7 @@ pub struct Options {
     pub durability: Durability,
     /// How long a write waits for a lock held by another connection before answering 503.
     pub busy_timeout: Duration,
-    /// Count every SQL statement run (see [`Db::statements`]); for tests.
+    /// Count every SQL statement run and keep the latest (see [`Db::statements`]); for tests.
     pub count_statements: bool,
     /// How long opening waits for a database server that does not answer yet (PostgreSQL).
     pub wait: Duration,
@@ -123,7 +124,7 @@ impl Db {
     /// Opens (creating if needed) and migrates the database named by `opts.path`. Blocks: call
     /// it off the async threads.
     pub fn open(opts: &Options) -> std::result::Result<Db, String> {
-        let statements = opts.count_statements.then(|| std::sync::atomic::AtomicU64::new(0));
+        let statements = opts.count_statements.then(tx::Statements::default);
         let shared = Arc::new(Shared { pages: PageIndex::default(), tags: Default::default(), statements });
         let engine = if opts.is_postgres() {
             Engine::Postgres(postgres::Postgres::open(opts, shared.clone())?)
@@ -216,7 +217,15 @@ impl Db {
 
     /// How many SQL statements have run, when counting was asked for in [`Options`].
     pub fn statements(&self) -> Option<u64> {
-        self.inner.shared.statements.as_ref().map(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+        self.inner.shared.statements.as_ref().map(|s| s.count.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
+    /// The latest statements run, oldest first, with their parameters, when counting was asked
+    /// for in [`Options`].
+    pub fn latest_statements(&self) -> Vec<(String, Vec<Value>)> {
+        let kept =
+            self.inner.shared.statements.as_ref().map(|s| s.latest.lock().unwrap_or_else(|e| e.into_inner()).clone());
+        kept.map(Vec::from).unwrap_or_default()
     }
 
     /// Starts the rebuild of a page index that a read found stale, in the background.

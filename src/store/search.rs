@@ -38,9 +38,7 @@ pub fn in_title(dialect: Dialect, rt: &ResourceType, q: &SearchQuery) -> String 
 
 /// One page of the resources of `sel.rt` that `wheres` (with `params`) and the search `q`
 /// select, in the order the query asks (best match first without a sort); returns the total.
-/// Best match first is read tier by tier, each in id order: the rows whose title holds every
-/// term, then the others, so that an engine may walk an index in id order and stop at the page
-/// instead of ranking every match (each engine says how it finds a tier's rows).
+/// Best match first is read tier by tier, each in id order (see [`super::relevance`]).
 pub fn page(
     tx: &mut dyn Tx,
     sel: &Selection,
@@ -71,36 +69,22 @@ pub fn page(
     if offset >= total {
         return Ok(total);
     }
-    let size = query.page.size as i64;
     let best_first = query.sort.is_empty() || matches!(query.sort.as_slice(), [k] if k.column == RELEVANCE);
-    let sql = if best_first {
-        let limit = offset.saturating_add(query.page.size).min(i64::MAX as u64);
-        let tiers = dialect.search_tiers(tx, rt, q, unfiltered.then_some(total))?;
-        let mut parts = Vec::new();
-        let mut all = Vec::new();
-        for (i, tier) in tiers.into_iter().enumerate() {
-            let mut w = wheres.clone();
-            w.push(tier.condition);
-            parts.push(format!(
-                "SELECT * FROM (SELECT {}, {i} AS search_tier FROM {}{} ORDER BY {} LIMIT {limit}) AS tier{i}",
-                sel.columns(),
-                rt.table,
-                where_clause(&w),
-                tier.order
-            ));
-            all.extend(params.iter().cloned());
-            all.extend(tier.values);
-        }
-        params = all;
-        format!("{} ORDER BY search_tier, id LIMIT ? OFFSET ?", parts.join(" UNION ALL "))
-    } else {
-        let (condition, values) = dialect.search_match(rt, q);
-        wheres.push(condition);
-        params.extend(values);
-        let order = order_by(rt, &query.sort, Some(&relevance(dialect, rt, q)));
-        format!("SELECT {} FROM {}{} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table, where_clause(&wheres))
-    };
-    params.push(Value::Int(size));
+    if best_first {
+        super::relevance::page(tx, sel, q, &wheres, &params, (offset, query.page.size), total, each)?;
+        return Ok(total);
+    }
+    let (condition, values) = dialect.search_match(rt, q);
+    wheres.push(condition);
+    params.extend(values);
+    let order = order_by(rt, &query.sort, Some(&relevance(dialect, rt, q)));
+    let sql = format!(
+        "SELECT {} FROM {}{} ORDER BY {order} LIMIT ? OFFSET ?",
+        sel.columns(),
+        rt.table,
+        where_clause(&wheres)
+    );
+    params.push(Value::Int(query.page.size as i64));
     params.push(Value::Int(offset.min(i64::MAX as u64) as i64));
     for_each(tx, sel, &sql, &params, each)?;
     Ok(total)

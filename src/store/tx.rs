@@ -169,21 +169,38 @@ pub fn guarded<T>(f: impl FnOnce() -> crate::error::Result<T>) -> crate::error::
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(Error::internal("a database closure panicked")))
 }
 
-/// What every connection of one database shares: the page index and, for tests, a count of
-/// the statements run.
+/// What every connection of one database shares: the page index and, for tests, the
+/// statements run.
 #[derive(Default)]
 pub struct Shared {
     pub pages: PageIndex,
     /// Tags of revalidated documents (see [`Tags`]).
     pub tags: Tags,
-    pub statements: Option<std::sync::atomic::AtomicU64>,
+    pub statements: Option<Statements>,
 }
 
 impl Shared {
-    /// Counts one statement, when counting was asked for.
-    pub fn count(&self) {
-        if let Some(c) = &self.statements {
-            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    /// Counts one statement and keeps it with its parameters, when counting was asked for.
+    pub fn note(&self, sql: &str, params: &[Value]) {
+        if let Some(s) = &self.statements {
+            s.count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let mut latest = s.latest.lock().unwrap_or_else(|e| e.into_inner());
+            if latest.len() == Statements::KEPT {
+                latest.pop_front();
+            }
+            latest.push_back((sql.to_owned(), params.to_vec()));
         }
     }
+}
+
+/// For tests: how many statements have run, and the latest with their parameters (so that a
+/// test can ask the engine how it runs them).
+#[derive(Default)]
+pub struct Statements {
+    pub count: std::sync::atomic::AtomicU64,
+    pub latest: std::sync::Mutex<std::collections::VecDeque<(String, Vec<Value>)>>,
+}
+
+impl Statements {
+    const KEPT: usize = 32;
 }

@@ -25,6 +25,7 @@ mod resources;
 mod search;
 mod search_engines;
 mod search_index;
+mod search_relevance;
 mod stale_linkage;
 mod tokens;
 mod tokens_kept;

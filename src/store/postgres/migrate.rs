@@ -5,7 +5,7 @@ use super::client::PgConn;
 
 /// The schema migrations, in order; `coursed_schema` records those applied. Append only.
 const MIGRATIONS: &[&str] =
-    &[include_str!("../../../schema.postgres.sql"), TOKENS, SEARCH, SEARCH_COUNTS, LINKAGE_GENERATIONS];
+    &[include_str!("../../../schema.postgres.sql"), TOKENS, SEARCH, SEARCH_COUNTS, LINKAGE_GENERATIONS, SEARCH_TITLES];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/postgres/0002-tokens.sql");
 /// Search: words columns and a GIN-indexed tsvector; the words of existing rows are computed
@@ -16,6 +16,8 @@ const SEARCH: &str = include_str!("../../../migrations/postgres/0003-search.sql"
 const SEARCH_COUNTS: &str = include_str!("../../../migrations/postgres/0004-search-counts.sql");
 /// Each parent's counter of children also counts changes of the set (entity tags cover it).
 const LINKAGE_GENERATIONS: &str = include_str!("../../../migrations/postgres/0005-linkage-generations.sql");
+/// Search titles: an index of the titles' words, for the first tier of best match first.
+const SEARCH_TITLES: &str = include_str!("../../../migrations/postgres/0006-search-titles.sql");
 /// The advisory lock taken while migrating ("crsd").
 const LOCK: i64 = 0x6372_7364;
 

@@ -1,12 +1,9 @@
 //! Search on PostgreSQL: a `tsquery` over the `search` column (a GIN-indexed tsvector of the
 //! words, see migrations/postgres/0003-search.sql), and phrases checked on the words columns.
 
-use crate::error::Result;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
 use crate::store::dialect::{Dialect, Tier};
-use crate::store::list::table_rows;
-use crate::store::Tx;
 use crate::store::Value;
 
 /// The rows of `rt` that match `q`. The tsvector holds each word of the row once, without
@@ -14,7 +11,12 @@ use crate::store::Value;
 /// prefix, `:*`), and a term of several words must also be found, in that order, in the words
 /// of one attribute: what [`crate::search::Term`] defines.
 pub fn matching(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
-    let mut sql = "search @@ CAST(CAST(? AS text) AS tsquery)".to_owned();
+    matching_by(rt, q, "search @@ CAST(CAST(? AS text) AS tsquery)")
+}
+
+/// [`matching`] with `test` as the test of the tsvector.
+fn matching_by(rt: &ResourceType, q: &SearchQuery, test: &str) -> (String, Vec<Value>) {
+    let mut sql = test.to_owned();
     if let Some(phrases) = crate::store::search::phrases(Dialect::Postgres, rt, q) {
         sql = format!("{sql} AND {phrases}");
     }
@@ -106,25 +108,23 @@ pub fn fold(conn: &mut super::client::PgConn, batches: u32) -> Result<u64, tokio
     Ok(done)
 }
 
-/// A search matching fewer than 1 in this many rows of the table is read from the GIN index
-/// and sorted; a larger one by walking the id index and testing each row.
-const WALK_SHARE: u64 = 50;
-
-/// The tiers of a search (see [`crate::store::search::page`]): the condition and every term
-/// in the title, then the condition and not. A search that matches few rows of the table
-/// (`known`, when nothing else filters) is ordered by an expression of the id's order that
-/// the id index cannot serve, so that PostgreSQL reads the matches from the GIN index and sorts
-/// them rather than walk the id index in the hope of finding a page soon (its estimate of a
-/// word it has no statistics for is far too high).
-pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<u64>) -> Result<Vec<Tier>> {
-    let (condition, values) = matching(rt, q);
+/// The tiers of a search (see [`crate::store::relevance`]): the rows matching `q` whose title
+/// holds every term, then the others. The first is read from the titles' own index (see
+/// migrations/postgres/0006-search-titles.sql), whose statistics let the planner choose
+/// between that and walking the id index, or found walking by the title's words alone (a
+/// title holding every term holds every word and each phrase: the row matches). The second is
+/// walked with `ts_match_vq`, which is `@@` as a function that GIN does not serve.
+pub fn tiers(rt: &ResourceType, q: &SearchQuery) -> [Tier; 2] {
+    let (set, values) = matching(rt, q);
+    let (walk, _) = matching_by(rt, q, "ts_match_vq(search, CAST(CAST(? AS text) AS tsquery))");
     let title = crate::store::search::in_title(Dialect::Postgres, rt, q);
-    let order = match known {
-        Some(n) if n.saturating_mul(WALK_SHARE) < table_rows(tx, rt)? => "id || ''",
-        _ => "id",
-    };
-    Ok(vec![
-        Tier { condition: format!("{condition} AND {title}"), values: values.clone(), order },
-        Tier { condition: format!("{condition} AND NOT {title}"), values, order },
-    ])
+    let titles = (format!("{TITLE_WORDS} @@ CAST(CAST(? AS text) AS tsquery) AND {title}"), values.clone());
+    let rest = |condition: &str| format!("{condition} AND NOT {title}");
+    [
+        Tier { walk: (title.clone(), vec![]), set: titles.clone(), planned: Some(titles) },
+        Tier { walk: (rest(&walk), values.clone()), set: (rest(&set), values), planned: None },
+    ]
 }
+
+/// The titles' words as the titles' index holds them.
+const TITLE_WORDS: &str = "array_to_tsvector(string_to_array(title_words, ' '))";

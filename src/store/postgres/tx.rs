@@ -30,7 +30,7 @@ impl<'c> PgTx<'c> {
     }
 
     pub fn batch(&mut self, sql: &str) -> Result<(), DbError> {
-        self.shared.count();
+        self.shared.note(sql, &[]);
         let r = self.conn.batch(sql);
         r.map_err(|e| self.fail(e))
     }
@@ -38,7 +38,7 @@ impl<'c> PgTx<'c> {
     /// Holds `sql` back to send it with the next statement (a transaction's `BEGIN`); it counts
     /// as a statement run.
     pub fn defer(&mut self, sql: &'static str) {
-        self.shared.count();
+        self.shared.note(sql, &[]);
         self.conn.defer(sql);
     }
 
@@ -108,14 +108,14 @@ impl Tx for PgTx<'_> {
     }
 
     fn query(&mut self, sql: &str, params: &[Value], each: &mut dyn FnMut(&dyn Row)) -> Result<u64, DbError> {
-        self.shared.count();
+        self.shared.note(sql, params);
         let st = self.statement(sql)?;
         let r = self.conn.query(&st, params.iter().map(Param), &mut |row| each(&PgRow(row)));
         r.map_err(|e| self.fail(e))
     }
 
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
-        self.shared.count();
+        self.shared.note(sql, params);
         let st = self.statement(sql)?;
         let r = self.conn.execute(&st, params.iter().map(Param));
         r.map_err(|e| self.fail(e))

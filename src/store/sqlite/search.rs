@@ -1,13 +1,10 @@
 //! Search on SQLite: an FTS5 query over a table's index (`{table}_search`, see
 //! migrations/sqlite/0003-search.sql and 0004-search-rows.sql).
 
-use crate::error::Result;
 use crate::resources::ResourceType;
 use crate::search::SearchQuery;
 use crate::store::dialect::{Dialect, Tier};
-use crate::store::list::{count_of, table_rows};
 use crate::store::search::{has_phrase, in_title, phrases};
-use crate::store::Tx;
 use crate::store::Value;
 
 /// The rows of `rt` that match `q`: every word of every term in the FTS5 index (the last of a
@@ -47,91 +44,55 @@ pub fn count(rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
     }
 }
 
-/// A tier holding at least this share of the table (1 in N rows) is read by walking the table
-/// in id order and asking the index about each row: a page of 20 then takes about 20 × N
-/// lookups. A smaller tier is read from the index and sorted.
-const WALK_SHARE: u64 = 50;
-
-/// The tiers of a search (see [`crate::store::search::page`]): the rows matching `q` whose
-/// title holds every term (the titles' own index: the same as the words check), then the
-/// others. Each is either probed row by row in id order or read as a set from the index,
-/// whichever its size (from the index's own counts) makes cheaper. `known`: how many rows
-/// match, when known.
-pub fn tiers(tx: &mut dyn Tx, rt: &ResourceType, q: &SearchQuery, known: Option<u64>) -> Result<Vec<Tier>> {
+/// How many rows of `rt` match `q` with every term in the title, when nothing else filters
+/// them, from the titles' own index (holding every word there is every term there); `None` for
+/// a phrase, which only the words columns can tell.
+pub fn title_count(rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)> {
     let t = rt.table;
-    let all = fts5_query(q);
-    // The rows of an index (`{t}_search`, all texts; `{t}_titles`, the titles) that match `q`,
-    // asked of it row by row (`probe`) or read from it as a set (`set`).
-    let (search, titles) = (format!("{t}_search"), format!("{t}_titles"));
-    let probe = |index: &str, q: &str| {
-        (
-            format!("EXISTS (SELECT 1 FROM {index} WHERE {index} MATCH ? AND rowid = {t}.rowid)"),
-            Value::Text(q.to_owned()),
-        )
-    };
-    let set = |index: &str, q: &str| {
-        (format!("{t}.rowid IN (SELECT rowid FROM {index} WHERE {index} MATCH ?)"), Value::Text(q.to_owned()))
-    };
-    if has_phrase(q) {
-        // Phrases are checked on the words: so is the title.
-        let (condition, values) = matching(rt, q);
-        let title = in_title(Dialect::Sqlite, rt, q);
-        return Ok(tiers_of(
-            format!("{condition} AND {title}"),
-            values.clone(),
-            format!("{condition} AND NOT {title}"),
-            values,
-        ));
-    }
-    if q.terms.iter().any(|t| t.prefix) {
-        // A prefix stands for every word it begins, whose lists FTS5 merges at each look-up:
-        // merge them once for each tier instead. The titles' own index tells which rows hold
-        // every term in the title.
-        let (in_title, title_value) = set(&titles, &all);
-        let (matches, all_value) = set(&search, &all);
-        let not_in_title = in_title.replace("rowid IN", "rowid NOT IN");
-        return Ok(tiers_of(
-            in_title,
-            vec![title_value.clone()],
-            format!("{matches} AND {not_in_title}"),
-            vec![all_value, title_value],
-        ));
-    }
-    let rows = table_rows(tx, rt)?;
-    let matching = match known {
-        Some(n) => n,
-        None => {
-            let (sql, values) = count(rt, q);
-            count_of(tx, &sql, &values)?
+    match q.terms.as_slice() {
+        _ if has_phrase(q) => None,
+        [one] if !one.prefix => {
+            Some((format!("SELECT doc FROM {t}_titles_vocab WHERE term = ?"), vec![Value::Text(one.words[0].clone())]))
         }
-    };
-    let in_title = match q.terms.as_slice() {
-        [one] if one.words.len() == 1 => count_of(
-            tx,
-            &format!("SELECT doc FROM {t}_titles_vocab WHERE term = ?"),
-            &[Value::Text(one.words[0].clone())],
-        )?,
-        _ => count_of(
-            tx,
-            &format!("SELECT count(*) FROM {t}_titles WHERE {t}_titles MATCH ?"),
-            &[Value::Text(all.clone())],
-        )?,
-    };
-    let walk = |n: u64| n.saturating_mul(WALK_SHARE) >= rows;
-    // The titles' own index answers for the title (holding every word there is every term
-    // there, phrases aside).
-    let first = if walk(in_title) { probe(&titles, &all) } else { set(&titles, &all) };
-    let (rest, rest_value) =
-        if walk(matching.saturating_sub(in_title)) { probe(&search, &all) } else { set(&search, &all) };
-    let (not_title, title_value) = probe(&titles, &all);
-    Ok(tiers_of(first.0, vec![first.1], format!("{rest} AND NOT {not_title}"), vec![rest_value, title_value]))
+        _ => Some((
+            format!("SELECT count(*) FROM {t}_titles WHERE {t}_titles MATCH ?"),
+            vec![Value::Text(fts5_query(q))],
+        )),
+    }
 }
 
-/// The two tiers, each in id order (SQLite reads a tier given as a set of rowids by those and
-/// sorts them, and walks the id index otherwise).
-fn tiers_of(first: String, first_values: Vec<Value>, rest: String, rest_values: Vec<Value>) -> Vec<Tier> {
-    vec![
-        Tier { condition: first, values: first_values, order: "id" },
-        Tier { condition: rest, values: rest_values, order: "id" },
+/// The tiers of a search (see [`crate::store::relevance`]): the rows matching `q` whose title
+/// holds every term, then the others, as sets of rowids that SQLite computes once per
+/// statement: the titles' own index for the first (the same as the words check), the index of
+/// all texts minus the titles' for the second; a phrase is checked on the words, the title's
+/// too. `+rowid` is the same rowid, but one the planner cannot look up in a set: it then walks
+/// an index in id order and tests each row's rowid against the set (a look-up in a temporary
+/// b-tree, not a query of the index per row).
+pub fn tiers(rt: &ResourceType, q: &SearchQuery) -> [Tier; 2] {
+    let t = rt.table;
+    let all = Value::Text(fts5_query(q));
+    let set = |index: &str| format!("IN (SELECT rowid FROM {index} WHERE {index} MATCH ?)");
+    let (search, titles) = (set(&format!("{t}_search")), set(&format!("{t}_titles")));
+    if let Some(phrases) = phrases(Dialect::Sqlite, rt, q) {
+        // A title holding every term holds every word and each phrase: the titles' index
+        // narrows the first tier, the words tell.
+        let title = in_title(Dialect::Sqlite, rt, q);
+        let first = |rowid: &str| format!("{rowid} {titles} AND {title}");
+        let rest = |rowid: &str| format!("{rowid} {search} AND {phrases} AND NOT {title}");
+        return [
+            Tier {
+                walk: (first("+rowid"), vec![all.clone()]),
+                set: (first("rowid"), vec![all.clone()]),
+                planned: None,
+            },
+            Tier { walk: (rest("+rowid"), vec![all.clone()]), set: (rest("rowid"), vec![all]), planned: None },
+        ];
+    }
+    let first = |rowid: &str| format!("{rowid} {titles}");
+    let rest = |rowid: &str| format!("{rowid} {search} AND rowid NOT {titles}");
+    let (one, two) = (vec![all.clone()], vec![all.clone(), all]);
+    [
+        Tier { walk: (first("+rowid"), one.clone()), set: (first("rowid"), one), planned: None },
+        Tier { walk: (rest("+rowid"), two.clone()), set: (rest("rowid"), two), planned: None },
     ]
 }

@@ -16,7 +16,7 @@ pub struct SqliteTx<'c> {
 
 impl SqliteTx<'_> {
     fn run(&self, sql: &str) -> Result<(), DbError> {
-        self.shared.count();
+        self.shared.note(sql, &[]);
         self.conn.prepare_cached(sql).and_then(|mut st| st.execute([])).map(drop).map_err(db_error)
     }
 }
@@ -27,7 +27,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn query(&mut self, sql: &str, params: &[Value], each: &mut dyn FnMut(&dyn Row)) -> Result<u64, DbError> {
-        self.shared.count();
+        self.shared.note(sql, params);
         let mut st = self.conn.prepare_cached(sql).map_err(db_error)?;
         let mut rows = st.query(params_from_iter(params.iter().map(Param))).map_err(db_error)?;
         let mut n = 0;
@@ -39,7 +39,7 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn execute(&mut self, sql: &str, params: &[Value]) -> Result<u64, DbError> {
-        self.shared.count();
+        self.shared.note(sql, params);
         let mut st = self.conn.prepare_cached(sql).map_err(db_error)?;
         st.execute(params_from_iter(params.iter().map(Param))).map(|n| n as u64).map_err(db_error)
     }
