@@ -1,10 +1,9 @@
 //! Where the SQL of the two engines differs. Everything else is generated once from the
 //! declarations and runs unchanged on both (placeholders are written `?` and numbered for
-//! PostgreSQL when a statement is prepared, see [`numbered`]).
+//! PostgreSQL when a statement is prepared, see [`numbered`]). What each engine's search index
+//! answers is chosen in `search_index.rs`.
 
-use super::tx::Value;
-use crate::resources::ResourceType;
-use crate::search::SearchQuery;
+use crate::value::Value;
 
 /// One tier of a search's results (see [`crate::store::relevance`]), as conditions, each with
 /// its parameters, that select the same rows: `walk` keeps the engine from reading the tier
@@ -80,15 +79,6 @@ impl Dialect {
         }
     }
 
-    /// The condition that a row of `rt` matches the search `q`, with its parameters: each
-    /// engine queries its own index (see `sqlite/search.rs` and `postgres/search.rs`).
-    pub fn search_match(self, rt: &ResourceType, q: &SearchQuery) -> (String, Vec<Value>) {
-        match self {
-            Dialect::Sqlite => super::sqlite::search::matching(rt, q),
-            Dialect::Postgres => super::postgres::search::matching(rt, q),
-        }
-    }
-
     /// A setting for the rest of a search's read transaction, if the engine needs one:
     /// PostgreSQL would rather read a whole table than count a common word's matches from the
     /// GIN index, which its own measurements here contradict; and with that plan's made-up
@@ -103,34 +93,6 @@ impl Dialect {
                 "SELECT set_config('enable_seqscan', 'off', true), set_config('jit', 'off', true), \
                  set_config('plan_cache_mode', 'force_custom_plan', true)",
             ),
-        }
-    }
-
-    /// A statement counting the rows of `rt` that match the search `q` when nothing else
-    /// filters them, if the engine has one cheaper than counting the rows of the condition.
-    pub fn search_count(self, rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)> {
-        match self {
-            Dialect::Sqlite => Some(super::sqlite::search::count(rt, q)),
-            Dialect::Postgres => super::postgres::search::count(rt, q),
-        }
-    }
-
-    /// The two tiers of a search's results, best first: a row of `rt` matches `q` and every
-    /// term is in its title; it matches and not every term is.
-    pub fn search_tiers(self, rt: &ResourceType, q: &SearchQuery) -> [Tier; 2] {
-        match self {
-            Dialect::Sqlite => super::sqlite::search::tiers(rt, q),
-            Dialect::Postgres => super::postgres::search::tiers(rt, q),
-        }
-    }
-
-    /// A statement counting the rows of the first tier of a search (`q` matches and every term
-    /// is in the title) when nothing else filters them, if the engine's index can tell without
-    /// reading rows.
-    pub fn search_title_count(self, rt: &ResourceType, q: &SearchQuery) -> Option<(String, Vec<Value>)> {
-        match self {
-            Dialect::Sqlite => super::sqlite::search::title_count(rt, q),
-            Dialect::Postgres => None,
         }
     }
 

@@ -8,12 +8,14 @@
 //! a `postgres://` or `postgresql://` URL opens PostgreSQL, anything else a SQLite file.
 
 pub mod bulk;
+pub mod clauses;
 pub mod dialect;
 pub mod list;
 pub mod paging;
 pub mod relations;
 pub mod relevance;
 pub mod search;
+mod search_index;
 pub mod select;
 pub mod tx;
 pub mod write;

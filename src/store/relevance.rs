@@ -7,8 +7,8 @@
 //! its size makes cheaper. A page then costs about what the same search sorted by id costs,
 //! whichever page it is, and never a query of the index per row.
 
+use super::clauses::{count_of, table_rows, where_clause};
 use super::dialect::{Dialect, Tier};
-use super::list::{count_of, table_rows, where_clause};
 use super::select::{for_each, RowFields, Selection};
 use super::tx::{Tx, Value};
 use crate::error::Result;

@@ -2,8 +2,8 @@
 //! (each engine builds its own index query, see [`Dialect::search_match`]), relevance, and the
 //! words of rows written before the index existed.
 
+use super::clauses::{count_of, order_by, where_clause};
 use super::dialect::Dialect;
-use super::list::{count_of, order_by, where_clause};
 use super::select::{for_each, RowFields, Selection};
 use super::tx::{DbError, Tx, Value};
 use crate::jsonapi::query::{Query, RELEVANCE};
