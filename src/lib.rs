@@ -15,6 +15,7 @@ pub mod http;
 pub mod jsonapi;
 pub mod mock;
 pub mod openapi;
+pub mod priority;
 pub mod private;
 pub mod render;
 pub mod resources;

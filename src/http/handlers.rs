@@ -127,7 +127,8 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
             let changes = {
                 let id = id.clone();
-                heavy::run(bytes.len(), move || body::resource(rt, &bytes, Mode::Update(&id))).await?
+                heavy::run(bytes.len(), app.request_timeout, move || body::resource(rt, &bytes, Mode::Update(&id)))
+                    .await?
             };
             let atomicity = if cond.is_absent() { write::atomicity(&changes) } else { Atomicity::Transaction };
             let rec = {
@@ -168,7 +169,8 @@ async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Respon
     let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
     let base = app.base(&req.headers)?;
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
-    let changes = heavy::run(bytes.len(), move || body::resource(rt, &bytes, Mode::Create)).await?;
+    let changes =
+        heavy::run(bytes.len(), app.request_timeout, move || body::resource(rt, &bytes, Mode::Create)).await?;
     let rec = app.db.write_in(write::atomicity(&changes), move |tx| write::create(tx, rt, &changes)).await?;
     Ok(written(app, base, rt, q, rec, StatusCode::CREATED).await)
 }

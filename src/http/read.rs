@@ -14,9 +14,10 @@ use crate::jsonapi::{Accepts, Query};
 use crate::render::response::{self, Included, RequestUrl};
 use crate::render::{etag, Base};
 use crate::resources::{Relationship, ResourceType};
+use crate::store::budget::Left;
 use crate::store::list::list;
 use crate::store::relations;
-use crate::store::select::{self, get, get_with, lock_row, must_exist, Left, ReadOnce, Selection};
+use crate::store::select::{self, get, get_with, lock_row, must_exist, ReadOnce, Selection};
 use crate::store::{self, snapshot, Tx};
 
 /// `GET` of a collection, or of one parent's children when `scope` is set.

@@ -78,7 +78,7 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
     check_content_type(&req.headers)?;
     let cond = IfMatch::of(&req.headers, app.require_if_match)?;
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
-    let linkage = super::heavy::run(bytes.len(), move || body::relationship(rel, &bytes)).await?;
+    let linkage = super::heavy::run(bytes.len(), app.request_timeout, move || body::relationship(rel, &bytes)).await?;
     let how = match req.method {
         Method::PATCH => LinkageWrite::Replace,
         Method::POST => LinkageWrite::Add,

@@ -29,7 +29,10 @@ where
     warp::method().and(asked()).and(inner).then(move |method: Method, asked: Asked, r: Response| {
         let web = web.clone();
         if web.compression && large(&r) && coding(&asked).is_some() {
-            let finished = tokio::task::spawn_blocking(move || finish_one(&web, &method, &asked, r));
+            let finished = tokio::task::spawn_blocking(move || {
+                crate::priority::lower();
+                finish_one(&web, &method, &asked, r)
+            });
             return futures_util::future::Either::Right(async move {
                 finished.await.unwrap_or_else(|e| error_reply(&Error::internal(e)))
             });

@@ -7,6 +7,7 @@
 //! commits) lives in its module, and this file is the only place that chooses between them:
 //! a `postgres://` or `postgresql://` URL opens PostgreSQL, anything else a SQLite file.
 
+pub mod budget;
 pub mod bulk;
 pub mod clauses;
 pub mod dialect;

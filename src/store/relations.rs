@@ -8,7 +8,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::select::{exists, lock_row, missing, must_exist, not_found, read_within, Left, Record, Selection};
+use super::budget::{included_bound, read_within, Left};
+use super::select::{exists, lock_row, missing, must_exist, not_found, Record, Selection};
 use super::tx::{Tx, Value};
 use crate::error::{Error, Result};
 use crate::jsonapi::body::{singular, Linkage};
@@ -194,6 +195,10 @@ pub fn include(
     records: &mut [Record],
     left: &mut Left,
 ) -> Result<Vec<(Selection, Vec<Record>)>> {
+    // Past the budget by the counters alone: refused before a row is read.
+    if included_bound(tx, sel, records, &q.include)? > left.resources as u64 {
+        return Err(q.budget.exceeded());
+    }
     let mut seen: HashSet<(&'static str, String)> = records.iter().map(|r| (sel.rt.name, r.id.clone())).collect();
     let mut out = Vec::new();
     include_level(tx, q, sel, records, &q.include, &mut seen, &mut out, left)?;

@@ -273,56 +273,6 @@ pub fn read_all(tx: &mut dyn Tx, sel: &Selection, sql: &str, params: &[Value]) -
     Ok(out)
 }
 
-/// What is left of a document's budget while its resources are read (see
-/// [`Budget`](crate::jsonapi::query::Budget)): bytes, and resources it may still include.
-#[derive(Debug)]
-pub struct Left {
-    pub bytes: usize,
-    pub resources: usize,
-    over: bool,
-}
-
-impl Left {
-    pub fn new(bytes: usize, resources: usize) -> Left {
-        Left { bytes, resources, over: false }
-    }
-
-    /// Keeps a copy of `row` in `into` while the budget has room for it; once it has not,
-    /// nothing more is kept (the rows after it are stepped over, not copied).
-    pub fn keep(&mut self, row: &impl Fields, sel: &Selection, into: &mut Vec<Record>) {
-        if self.over {
-            return;
-        }
-        let rec = Record::of(row, sel);
-        let size = rec.size();
-        if size > self.bytes || self.resources == 0 {
-            self.over = true;
-            return;
-        }
-        self.bytes -= size;
-        self.resources -= 1;
-        into.push(rec);
-    }
-
-    /// Whether the rows outgrew the budget.
-    pub fn over(&self) -> bool {
-        self.over
-    }
-}
-
-/// [`read_all`] within what is left of a budget; `None` when the rows outgrow it.
-pub fn read_within(
-    tx: &mut dyn Tx,
-    sel: &Selection,
-    sql: &str,
-    params: &[Value],
-    left: &mut Left,
-) -> Result<Option<Vec<Record>>> {
-    let mut out = Vec::new();
-    for_each(tx, sel, sql, params, |f| left.keep(f, sel, &mut out))?;
-    Ok((!left.over()).then_some(out))
-}
-
 /// Calls `each` with every row of `sql` (a statement selecting [`Selection::columns`]).
 pub fn for_each(
     tx: &mut dyn Tx,

@@ -64,7 +64,7 @@ pub async fn operations(app: &App, req: Req) -> Result<Response> {
     }
     let base = app.base(&req.headers)?;
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
-    let ops = super::heavy::run(bytes.len(), move || parse(&bytes)).await?;
+    let ops = super::heavy::run(bytes.len(), app.request_timeout, move || parse(&bytes)).await?;
     let required = app.require_if_match;
     let outcomes = app
         .db

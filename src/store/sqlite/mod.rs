@@ -36,6 +36,9 @@ use super::{Durability, Options};
 use crate::error::{Error, Result};
 
 const READERS: u32 = 8;
+/// Readers that reads which may scan never take all of: bounded reads (a resource by id, a
+/// page along an index) always find one soon, however many scans clients send.
+const RESERVED: u32 = 2;
 
 pub(crate) type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
 /// A write: run against the writer's connection (or `None` when its group failed first), it
@@ -51,6 +54,8 @@ pub struct Sqlite {
     shared: Arc<Shared>,
     /// How long a request's reads may take (see `deadline.rs`).
     timeout: std::time::Duration,
+    /// Permits of the reads that may scan: all readers but [`RESERVED`].
+    scans: Arc<tokio::sync::Semaphore>,
 }
 
 impl Drop for Sqlite {
@@ -108,24 +113,42 @@ impl Sqlite {
             .name("coursed-writer".into())
             .spawn(move || writer::write_loop(writer, &target, &writer_shared, queue, wal))
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
-        Ok(Sqlite { pool: Some(pool), jobs: Some(jobs), writer: Some(writer), shared, timeout: opts.request_timeout })
+        let scans = Arc::new(tokio::sync::Semaphore::new((READERS - RESERVED) as usize));
+        Ok(Sqlite {
+            pool: Some(pool),
+            jobs: Some(jobs),
+            writer: Some(writer),
+            shared,
+            timeout: opts.request_timeout,
+            scans,
+        })
     }
 
     fn pool(&self) -> &r2d2::Pool<SqliteConnectionManager> {
         self.pool.as_ref().expect("the pool lives as long as the engine")
     }
 
-    /// Runs a bounded read (point lookups, index-ordered pages) on an idle connection, inline.
+    /// Runs a bounded read (point lookups, index-ordered pages) on an idle connection, inline
+    /// (a short, measured cost: the benchmark's W1). When every reader is busy it waits for
+    /// one without holding a thread: scans never take the last [`RESERVED`] readers, so one is
+    /// free soon.
     pub async fn read<T, F>(&self, mut f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
-        match self.pool().try_get() {
-            Some(conn) => {
-                deadline::within(self.timeout, || guarded(|| f(&mut SqliteTx { conn: &conn, shared: &self.shared })))
+        let started = std::time::Instant::now();
+        let mut pause = std::time::Duration::from_micros(200);
+        loop {
+            if let Some(conn) = self.pool().try_get() {
+                let left = self.timeout.saturating_sub(started.elapsed());
+                return deadline::within(left, || guarded(|| f(&mut SqliteTx { conn: &conn, shared: &self.shared })));
             }
-            None => self.scan(f).await,
+            if started.elapsed() >= self.timeout {
+                return Err(Error::unavailable("every reader stayed busy"));
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(5));
         }
     }
 
@@ -142,8 +165,15 @@ impl Sqlite {
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
         let (pool, shared, timeout) = (self.pool().clone(), self.shared.clone(), self.timeout);
+        let started = std::time::Instant::now();
+        // Reads that may scan leave readers free for the bounded reads of everyone else.
+        let permit = tokio::time::timeout(timeout, self.scans.clone().acquire_owned())
+            .await
+            .map_err(|_| Error::unavailable("every reader a scan may take stayed busy"))?
+            .map_err(Error::internal)?;
         tokio::task::spawn_blocking(move || {
-            let started = std::time::Instant::now();
+            let _permit = permit;
+            crate::priority::lower();
             let conn = pool.get().map_err(Error::unavailable)?;
             // The wait for a reader counts against the request's time.
             let left = timeout.saturating_sub(started.elapsed());
