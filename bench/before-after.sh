@@ -14,6 +14,9 @@ REV=${1:?usage: bench/before-after.sh REV [bench.py arguments]}
 shift
 WORK=${BENCH_WORK:-/tmp/coursed-bench}
 BEFORE="$WORK/before-$(git -C "$REPO" rev-parse --short "$REV")"
+# The data is made by the other revision (an older coursed refuses a newer schema): a work
+# folder of its own, apart from the other benchmarks' data.
+export BENCH_WORK="$BEFORE/work"
 
 if ! command -v wrk >/dev/null; then
   echo "installing wrk" >&2

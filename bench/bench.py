@@ -40,13 +40,20 @@ def coursed_bin(args):
     return os.path.join(args.target_dir, args.profile, "coursed")
 
 
+def maker_bin(args):
+    """The binary that makes the data: the other revision's when comparing with one (--baseline),
+    since a database of a newer schema is refused by an older coursed, and a newer one migrates
+    an older database when it opens it."""
+    return getattr(args, "baseline", None) or coursed_bin(args)
+
+
 def generate(args, path, ids_dir, modules, per_module, chapters):
     if os.path.exists(path) and os.path.exists(os.path.join(ids_dir, "subject_ids.txt")):
         return
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):
             os.remove(path + suffix)
-    run([coursed_bin(args), "generate", "--database", path, "--modules", str(modules),
+    run([maker_bin(args), "generate", "--database", path, "--modules", str(modules),
          "--subjects-per-module", str(per_module), "--chapters-per-subject", str(chapters), "--ids-dir", ids_dir])
 
 
@@ -99,7 +106,7 @@ def main():
         data_dir = os.environ.get("BENCH_DATA", "/tmp/bench-data")
         pristine = os.path.join(work, "reference.db")
         if not os.path.exists(pristine):
-            run([coursed_bin(args), "load", "--database", pristine, os.path.join(data_dir, "dataset.json")])
+            run([maker_bin(args), "load", "--database", pristine, os.path.join(data_dir, "dataset.json")])
     else:
         shape = (5, 10, 2) if args.smoke else (100, 100, 5)
         data_dir = os.path.join(work, "data-%d-%d-%d" % shape)
@@ -205,7 +212,7 @@ def pg_servers(args, cluster, pristine, peers):
     """coursed on PostgreSQL (and the peer on the same cluster): the dataset copied once into a
     pristine database, each start on a fresh copy of it, so that writes do not carry over."""
     cluster.sql("CREATE DATABASE coursed_pristine")
-    run([coursed_bin(args), "copy", "--from", pristine, "--to", cluster.url("coursed_pristine")])
+    run([maker_bin(args), "copy", "--from", pristine, "--to", cluster.url("coursed_pristine")])
     cluster.sql("VACUUM ANALYZE", db="coursed_pristine")
 
     def coursed_pg():

@@ -52,6 +52,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="tiny catalogue and payloads, a few iterations")
     ap.add_argument("--no-pg", action="store_true", help="SQLite only")
+    ap.add_argument("--no-sqlite", action="store_true", help="PostgreSQL only")
     ap.add_argument("--iterations", type=int, default=5, help="samples of each request (default 5)")
     ap.add_argument("--budget", type=float, default=20,
                     help="seconds a hostile request may take in all before it is not sent again")
@@ -79,7 +80,7 @@ def main():
     pristine = os.path.join(data_dir, "coursed.db")
     generate(args, pristine, data_dir, *shape)
 
-    engines = [("SQLite", lambda: sqlite_db(args, pristine, work), None)]
+    engines = [] if args.no_sqlite else [("SQLite", lambda: sqlite_db(args, pristine, work), None)]
     cluster = None
     if not args.no_pg and not pg.bindir():
         log("no PostgreSQL server binaries (apt-get install postgresql): PostgreSQL is skipped")

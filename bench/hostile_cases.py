@@ -159,7 +159,9 @@ def pairs(ctx):
                     Req("GET", "/v1/subjects?fields%5Bsubjects%5D=title")))
     n = 900 if smoke else 9000
     out.append(Pair("query", f"{n:,} unknown parameters",
-                    Req("GET", "/v1/subjects?" + "&".join(f"{base36(k)}=1" for k in range(n))), Req("GET", "/v1/subjects?a0=1")))
+                    Req("GET", "/v1/subjects?" + "&".join(f"{base36(k)}=1" for k in range(n))),
+                    # The twin sends as many parameters (the work grows with what is sent).
+                    Req("GET", "/v1/subjects?" + "&".join(["a0=1"] * n))))
     out.append(Pair("query", f"{n:,} repeats of one unknown parameter",
                     Req("GET", "/v1/subjects?" + "&".join(["a0=1"] * n)), Req("GET", "/v1/subjects?a0=1")))
     ids = ctx.subject_ids

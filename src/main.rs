@@ -74,6 +74,7 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
+    return_large_allocations();
     // coursed's own records only: the HTTP stack's debug output is noise for every request.
     let config = simplelog::ConfigBuilder::new().set_time_format_rfc3339().add_filter_allow_str("coursed").build();
     let _ = simplelog::WriteLogger::init(args.log_level, config, std::io::stderr());
@@ -174,5 +175,17 @@ async fn shutdown_signal() {
             log::warn!("cannot watch SIGTERM ({e}); only SIGINT stops coursed");
             let _ = tokio::signal::ctrl_c().await;
         }
+    }
+}
+
+/// Allocations of a megabyte and more (a large document, a large body) get pages of their own,
+/// given back to the system when freed. glibc's default raises that threshold to the largest
+/// block freed so far, after which such blocks come from the heaps of the threads that made
+/// them, and stay there: a burst of large documents would keep the server that much larger.
+fn return_large_allocations() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: a setting of the allocator, made before the runtime starts any thread.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
     }
 }

@@ -82,7 +82,18 @@ pub fn list(
         (true, None) => "id".to_owned(),
         (false, _) => order_by(rt, &q.sort, None),
     };
-    let sql = format!("SELECT {} FROM {}{filter} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table);
+    let sql = if offset >= STRIDE {
+        // A deep page steps over its offset by the keys alone (a walk of the index that serves
+        // the order, where one does, without visiting a row), then reads its own rows.
+        format!(
+            "SELECT {} FROM {table} WHERE id IN (SELECT id FROM {table}{filter} ORDER BY {order} LIMIT ? OFFSET ?) \
+             ORDER BY {order}",
+            sel.columns(),
+            table = rt.table
+        )
+    } else {
+        format!("SELECT {} FROM {}{filter} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table)
+    };
     params.push(Value::Int(q.page.size as i64));
     params.push(Value::Int(offset.min(i64::MAX as u64) as i64));
     for_each(tx, sel, &sql, &params, each)?;
