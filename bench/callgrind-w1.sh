@@ -7,6 +7,8 @@
 #                                           the access log on)
 #   CORS=1 bench/callgrind-w1.sh            (W1c: the server started with --cors-origin, every
 #                                           request sending that Origin)
+#   KEEP=DIR bench/callgrind-w1.sh A B      (keeps each binary's profile as DIR/cg-1.out, cg-2.out, ...
+#                                           for callgrind_annotate: where the instructions went)
 #
 # Each binary serves a generated 10,000-subject catalogue under valgrind; N keep-alive requests
 # for random subjects are sent; the program's total instructions / N is printed (start-up and
@@ -21,7 +23,9 @@ bins=("$@")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "${bins[0]}" generate --database "$work/w1.db" --ids-dir "$work" >/dev/null
+i=0
 for bin in "${bins[@]}"; do
+  i=$((i + 1))
   cp "$work/w1.db" "$work/run.db"
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$bin" serve --port 0 --database "$work/run.db" \
     --token bench-token --log-level "${LOG_LEVEL:-warn}" ${CORS:+--cors-origin http://bench.example} \
@@ -44,4 +48,5 @@ PY
   wait "$pid" 2>/dev/null || true
   total=$(callgrind_annotate "$work/cg.out" 2>/dev/null | grep "PROGRAM TOTALS" | awk '{gsub(",", "", $1); print $1}')
   echo "$bin: $((total / n)) instructions per W1 request ($n requests)"
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$work/cg.out" "$KEEP/cg-$i.out"; fi
 done
