@@ -13,6 +13,7 @@ pub mod dataset;
 pub mod error;
 pub mod http;
 pub mod jsonapi;
+pub mod memory;
 pub mod mock;
 pub mod openapi;
 pub mod priority;

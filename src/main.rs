@@ -74,7 +74,6 @@ fn main() -> ExitCode {
 }
 
 fn serve(args: ServeArgs) -> ExitCode {
-    return_large_allocations();
     // coursed's own records only: the HTTP stack's debug output is noise for every request.
     let config = simplelog::ConfigBuilder::new().set_time_format_rfc3339().add_filter_allow_str("coursed").build();
     let _ = simplelog::WriteLogger::init(args.log_level, config, std::io::stderr());
@@ -175,23 +174,5 @@ async fn shutdown_signal() {
             log::warn!("cannot watch SIGTERM ({e}); only SIGINT stops coursed");
             let _ = tokio::signal::ctrl_c().await;
         }
-    }
-}
-
-/// Allocations of a megabyte and more (a large document, a large body) get pages of their own,
-/// given back to the system when freed. glibc's default raises that threshold to the largest
-/// block freed so far, after which such blocks come from the heaps of the threads that made
-/// them, and stay there: a burst of large documents would keep the server that much larger.
-///
-/// Fixing that threshold also fixes the one under which a heap keeps the free memory at its
-/// top (128 KiB by default, raised with the other otherwise): at that default a heap would give
-/// back, and fault in again, the few hundred KiB of every list it serves. A heap keeps up to
-/// 8 MiB instead, as much as glibc's own rule would after a 4 MiB document.
-fn return_large_allocations() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: settings of the allocator, made before the runtime starts any thread.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 8 << 20);
     }
 }

@@ -34,5 +34,8 @@ pub async fn run<T: Send + 'static>(
     .await
     .map_err(Error::internal)?;
     drop(turn);
+    // The parsed body is dropped later, with the request's other work; what it left in the
+    // heaps of the blocking threads is given back now.
+    crate::memory::give_back();
     done
 }

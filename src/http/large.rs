@@ -16,8 +16,15 @@ use crate::jsonapi::query::{Budget, DOCUMENT_TOO_LARGE};
 use crate::jsonapi::Query;
 use crate::store::Tx;
 
-/// A large document's permit, held while its bytes are.
+/// A large document's permit, held while its bytes are. When it goes (the bytes were sent or
+/// dropped), the memory they took is given back to the system.
 pub struct Permit(#[allow(dead_code)] OwnedSemaphorePermit);
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        crate::memory::give_back();
+    }
+}
 
 /// Runs the read `work(q)` makes with `q` within [`Budget::SMALL`] (inline when `bounded`), and
 /// again within [`Budget::LARGE`] when its document outgrew that; returns what it read, with
@@ -52,6 +59,8 @@ pub fn body(document: Vec<u8>, permit: Option<Permit>) -> Bytes {
     }
 }
 
+/// The document, then its permit: fields are dropped in order, so the bytes are freed before
+/// the permit gives the memory back.
 struct Held(Vec<u8>, #[allow(dead_code)] Permit);
 
 impl AsRef<[u8]> for Held {
