@@ -40,3 +40,42 @@ fn trim_heaps() {
 
 #[cfg(not(target_env = "gnu"))]
 fn trim_heaps() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tests share the one flag: one at a time.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    #[test]
+    fn a_trim_that_ran_lets_the_next_large_work_schedule_another() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        // Outside a runtime the trim runs at once: afterwards nothing is pending, so the next
+        // large document gives its memory back too (a flag left set would end every trim).
+        let freed: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 64 << 10]).collect();
+        drop(freed);
+        give_back();
+        assert!(!PENDING.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn on_the_server_the_trim_runs_on_the_blocking_pool_and_clears_its_flag() {
+        let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_time().build().unwrap();
+        rt.block_on(async {
+            give_back();
+            // A second call while the first is pending schedules nothing more.
+            give_back();
+            // The flag clears once the trim has started on the blocking pool (no signal to wait
+            // for: look again every millisecond, for at most 10 s).
+            for _ in 0..10_000 {
+                if !PENDING.load(Ordering::Acquire) {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+            panic!("the trim never started");
+        });
+    }
+}
