@@ -26,6 +26,8 @@ if ! command -v wrk >/dev/null; then
 fi
 if [ ! -x "$BEFORE/target/release/coursed" ]; then
   mkdir -p "$WORK"
+  # A worktree whose folder was deleted (a cleaned /tmp) is still registered: forget it first.
+  git -C "$REPO" worktree prune
   [ -d "$BEFORE/src" ] || git -C "$REPO" worktree add --detach "$BEFORE/src" "$REV"
   (cd "$BEFORE/src" && CARGO_TARGET_DIR="$BEFORE/target" cargo build --locked --release)
 fi

@@ -10,6 +10,10 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The size of work (a body, a document) after which its memory is worth giving back: below
+/// it, what is freed is soon taken again by the next requests.
+pub const WORTH_GIVING_BACK: usize = 1 << 20;
+
 /// A trim is scheduled and has not started yet.
 static PENDING: AtomicBool = AtomicBool::new(false);
 
@@ -53,8 +57,6 @@ mod tests {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         // Outside a runtime the trim runs at once: afterwards nothing is pending, so the next
         // large document gives its memory back too (a flag left set would end every trim).
-        let freed: Vec<Vec<u8>> = (0..64).map(|i| vec![i as u8; 64 << 10]).collect();
-        drop(freed);
         give_back();
         assert!(!PENDING.load(Ordering::Acquire));
     }
@@ -64,8 +66,8 @@ mod tests {
         let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_time().build().unwrap();
         rt.block_on(async {
+            // Two calls in a row: the second finds the first pending, or already started.
             give_back();
-            // A second call while the first is pending schedules nothing more.
             give_back();
             // The flag clears once the trim has started on the blocking pool (no signal to wait
             // for: look again every millisecond, for at most 10 s).

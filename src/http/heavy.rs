@@ -34,8 +34,9 @@ pub async fn run<T: Send + 'static>(
     .await
     .map_err(Error::internal)?;
     drop(turn);
-    // The parsed body is dropped later, with the request's other work; what it left in the
-    // heaps of the blocking threads is given back now.
-    crate::memory::give_back();
+    // What a large body's parsing left in the heaps of the blocking threads is given back.
+    if size >= crate::memory::WORTH_GIVING_BACK {
+        crate::memory::give_back();
+    }
     done
 }
