@@ -181,6 +181,12 @@ def pairs(ctx):
                     Req("GET", "/v1/subjects?sort=-title&" + page(ctx.subjects_last)), Req("GET", "/v1/subjects?sort=-title")))
     out.append(Pair("paging", f"chapters sort=-title, last page {ctx.chapters_last}",
                     Req("GET", "/v1/chapters?sort=-title&" + page(ctx.chapters_last)), Req("GET", "/v1/chapters?sort=-title")))
+    out.append(Pair("paging", f"chapters sort=-title, middle page {ctx.chapters_last // 2}",
+                    Req("GET", "/v1/chapters?sort=-title&" + page(ctx.chapters_last // 2)),
+                    Req("GET", "/v1/chapters?sort=-title")))
+    out.append(Pair("paging", f"chapters sort=position,-title (a first key of few values), page {ctx.chapters_last // 3}",
+                    Req("GET", "/v1/chapters?sort=position%2C-title&" + page(ctx.chapters_last // 3)),
+                    Req("GET", "/v1/chapters?sort=position%2C-title")))
     out.append(Pair("paging", "chapters sort of every field, middle page",
                     Req("GET", "/v1/chapters?sort=-updated_at%2Cposition%2C-title%2Ccreated_at&" + page(ctx.chapters_last // 2)),
                     Req("GET", "/v1/chapters?sort=title")))

@@ -5,8 +5,8 @@ use super::paging::STRIDE;
 use super::select::{for_each, RowFields, Selection};
 use super::tx::{snapshot, Tx, Value};
 use crate::error::Result;
-use crate::jsonapi::query::{Filter, FilterValue, Query};
-use crate::resources::Relationship;
+use crate::jsonapi::query::{Filter, FilterValue, Query, SortKey};
+use crate::resources::{Kind, Relationship, ResourceType};
 
 /// One page of a collection: calls `each` for its rows in order and returns the total count.
 /// `scope` restricts it to the children of one parent through a to-many relationship
@@ -82,22 +82,89 @@ pub fn list(
         (true, None) => "id".to_owned(),
         (false, _) => order_by(rt, &q.sort, None),
     };
-    let sql = if offset >= STRIDE {
+    let deep = offset >= STRIDE;
+    let sql = match deep.then(|| group_key(rt, &q.sort)).flatten() {
+        // A deep page in the order of an attribute: the group of rows with that attribute's
+        // value at the offset is found by walking its index alone (from the nearer end), and
+        // the page is read from within that group on (see `group_start`).
+        Some(key) => {
+            let (bound, skip) = group_start(tx, rt.table, &filter, &params, key, offset, total)?;
+            offset = skip;
+            let cmp = if key.descending { "<=" } else { ">=" };
+            let from =
+                also(&filter, &format!("{col} {cmp} (SELECT {col} FROM {} WHERE id = ?)", rt.table, col = key.column));
+            params.push(Value::Text(bound));
+            format!("SELECT {} FROM {}{from} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table)
+        }
         // A deep page steps over its offset by the keys alone (a walk of the index that serves
         // the order, where one does, without visiting a row), then reads its own rows.
-        format!(
+        None if deep => format!(
             "SELECT {} FROM {table} WHERE id IN (SELECT id FROM {table}{filter} ORDER BY {order} LIMIT ? OFFSET ?) \
              ORDER BY {order}",
             sel.columns(),
             table = rt.table
-        )
-    } else {
-        format!("SELECT {} FROM {}{filter} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table)
+        ),
+        None => format!("SELECT {} FROM {}{filter} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table),
     };
     params.push(Value::Int(q.page.size as i64));
     params.push(Value::Int(offset.min(i64::MAX as u64) as i64));
     for_each(tx, sel, &sql, &params, each)?;
     Ok(total)
+}
+
+/// The first sort key of a deep page that is read from the start of its group (see
+/// [`group_start`]): a sortable attribute, each of which has an index of its own (`key`, `id`).
+/// Not `id` (whose own pages are found from kept keys or by a walk of the primary key), nor
+/// relevance, nor a nullable column (whose nulls the engines place apart).
+fn group_key<'q>(rt: &ResourceType, sort: &'q [SortKey]) -> Option<&'q SortKey> {
+    let first = sort.first()?;
+    rt.attribute(first.column).is_some_and(|a| a.sortable && a.kind != Kind::NullableText).then_some(first)
+}
+
+/// Where the row at `offset` of an order whose first key is `key` stands, found without
+/// sorting: the rows that share a value of `key` (its group) stand together in that order
+/// however the later keys order them within the group, and they stand at the same places in
+/// the order of `key`'s own index (`key`, then `id`, both in `key`'s direction), which a walk of
+/// the index alone steps through (from its nearer end). Returns the id of the row at `offset` in the index's order
+/// (its value of `key` is the group's) and how many rows of the group come before `offset`: the
+/// page is then the rows from that group on, in the full order, past that many.
+fn group_start(
+    tx: &mut dyn Tx,
+    table: &str,
+    filter: &str,
+    params: &[Value],
+    key: &SortKey,
+    offset: u64,
+    total: u64,
+) -> Result<(String, u64)> {
+    // The walk starts from whichever end of the index is nearer: the last page costs what the
+    // first does, and the middle one a walk over half the rows.
+    let backwards = offset >= total / 2;
+    let dir = if key.descending != backwards { "DESC" } else { "ASC" };
+    let col = key.column;
+    let sql = format!("SELECT id FROM {table}{filter} ORDER BY {col} {dir}, id {dir} LIMIT 1 OFFSET ?");
+    let mut args = params.to_vec();
+    let steps = if backwards { total - 1 - offset } else { offset };
+    args.push(Value::Int(steps.min(i64::MAX as u64) as i64));
+    let Some(at) = tx.first(&sql, &args)?.and_then(|v| v.cell().as_str().map(str::to_owned)) else {
+        return Ok((String::new(), offset));
+    };
+    // The rows of the group before `at` in the index's order: those past it by id.
+    let before = if key.descending { ">" } else { "<" };
+    let same = also(filter, &format!("{col} = (SELECT {col} FROM {table} WHERE id = ?) AND id {before} ?"));
+    args.pop();
+    args.extend([Value::Text(at.clone()), Value::Text(at.clone())]);
+    let skip = count_of(tx, &format!("SELECT count(*) FROM {table}{same}"), &args)?;
+    Ok((at, skip))
+}
+
+/// `filter` (a WHERE clause or nothing) with `condition` too.
+fn also(filter: &str, condition: &str) -> String {
+    if filter.is_empty() {
+        format!(" WHERE {condition}")
+    } else {
+        format!("{filter} AND {condition}")
+    }
 }
 
 /// Adds the conditions of the parents (column, id; `None` matches nothing).

@@ -329,3 +329,80 @@ async fn deep_sorted_pages_step_over_their_offset_by_the_keys_alone() {
     let r = t.get("/v1/subjects?sort=-title&page[size]=10&page[number]=60").await;
     assert_eq!(r.ids(), by_title_desc[590..600].to_vec(), "the last page, after a title changed");
 }
+
+on_both!(deep_pages_of_an_order_whose_first_key_ties_start_inside_the_group);
+/// A deep page whose first sort key is shared by many rows (a chapter's position, a generated
+/// catalogue's one creation time) starts inside that key's group: the same rows, in the same
+/// order, as the whole order computed here, for either direction of the first key and any
+/// later keys, in either half of the order (walked from its nearer end), on the whole table,
+/// within a parent and within a filter.
+async fn deep_pages_of_an_order_whose_first_key_ties_start_inside_the_group() {
+    let shape = coursed::dataset::Shape { modules: 2, subjects_per_module: 300, chapters_per_subject: 2, seed: 5 };
+    let t = TestApp::generated(shape).await;
+    // (id, title, position, created_at, subject)
+    let mut rows: Vec<(String, String, i64, String, String)> = Vec::new();
+    for n in 1..=12 {
+        let r = t.get(&format!("/v1/chapters?page[size]=100&page[number]={n}")).await;
+        for d in r.data() {
+            let a = &d["attributes"];
+            rows.push((
+                d["id"].as_str().unwrap().to_owned(),
+                a["title"].as_str().unwrap().to_owned(),
+                a["position"].as_i64().unwrap(),
+                a["created_at"].as_str().unwrap().to_owned(),
+                d["relationships"]["subject"]["data"]["id"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    assert_eq!(rows.len(), 1200);
+    let positions: std::collections::BTreeSet<i64> = rows.iter().map(|r| r.2).collect();
+    assert!(positions.len() < 10, "positions are shared by many chapters: {positions:?}");
+    type Row = (String, String, i64, String, String);
+    type Order = fn(&Row, &Row) -> std::cmp::Ordering;
+    let orders: [(&str, Order); 7] = [
+        ("position", |a, b| a.2.cmp(&b.2).then(a.0.cmp(&b.0))),
+        ("title", |a, b| a.1.cmp(&b.1).then(a.0.cmp(&b.0))),
+        ("-position", |a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0))),
+        ("position,-title", |a, b| a.2.cmp(&b.2).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0))),
+        ("-position,title", |a, b| b.2.cmp(&a.2).then(a.1.cmp(&b.1)).then(a.0.cmp(&b.0))),
+        ("-title", |a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0))),
+        ("-created_at,-position,-id", |a, b| b.3.cmp(&a.3).then(b.2.cmp(&a.2)).then(b.0.cmp(&a.0))),
+    ];
+    for (sort, cmp) in orders {
+        let mut all = rows.clone();
+        all.sort_by(cmp);
+        let all: Vec<String> = all.into_iter().map(|r| r.0).collect();
+        for (size, number) in [(100u64, 3u64), (100, 12), (7, 40), (1, 1200), (13, 46), (50, 12), (30, 20), (97, 7)] {
+            let path = format!("/v1/chapters?sort={sort}&page[size]={size}&page[number]={number}");
+            let from = ((number - 1) * size) as usize;
+            let expected: Vec<String> = all.iter().skip(from).take(size as usize).cloned().collect();
+            assert_eq!(t.get(&path).await.ids(), expected, "{path}");
+        }
+    }
+    // Within a parent and within a filter.
+    let mut subjects: Vec<(String, String, String, bool, String)> = Vec::new();
+    for n in 1..=6 {
+        for d in t.get(&format!("/v1/subjects?page[size]=100&page[number]={n}")).await.data() {
+            subjects.push((
+                d["id"].as_str().unwrap().to_owned(),
+                d["attributes"]["title"].as_str().unwrap().to_owned(),
+                d["relationships"]["module"]["data"]["id"].as_str().unwrap().to_owned(),
+                d["attributes"]["available_for_courses"].as_bool().unwrap(),
+                d["attributes"]["created_at"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    let module = subjects[0].2.clone();
+    let mut children: Vec<_> = subjects.iter().filter(|s| s.2 == module).collect();
+    children.sort_by(|a, b| b.4.cmp(&a.4).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
+    let path = format!("/v1/modules/{module}/subjects?sort=-created_at,-title&page[size]=20&page[number]=14");
+    let want: Vec<String> = children.iter().skip(260).take(20).map(|s| s.0.clone()).collect();
+    assert_eq!(want.len(), 20);
+    assert_eq!(t.get(&path).await.ids(), want, "{path}");
+    let mut available: Vec<_> = subjects.iter().filter(|s| s.3).collect();
+    assert!(available.len() > 270, "{} subjects available", available.len());
+    available.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let path = "/v1/subjects?filter[available_for_courses]=true&sort=-title&page[size]=10&page[number]=27";
+    let want: Vec<String> = available.iter().skip(260).take(10).map(|s| s.0.clone()).collect();
+    assert_eq!(t.get(path).await.ids(), want, "{path}");
+}
