@@ -2,7 +2,8 @@
 # W1-W5 of this working tree against another revision, in the same run, on SQLite and (when
 # PostgreSQL's server binaries are installed) PostgreSQL: each round runs the other revision's
 # server right before this one's on a fresh copy of the same data, and the report gives
-# this / before per workload with the target of a change: at most 5 % slower.
+# this / before per workload with the target of a change: at most 5 % slower. Then, on PostgreSQL,
+# bench/pgstatements.py replays each revision's statements of W1, W4 and W5 by pgbench alone.
 #
 #   bench/before-after.sh REV [bench.py arguments, e.g. --rounds 3 --no-pg]
 #
@@ -33,6 +34,12 @@ if [ ! -x "$BEFORE/target/release/coursed" ]; then
 fi
 cd "$REPO"
 cargo build --locked --release
-exec python3 "$HERE/bench.py" --no-peers --no-scale --workloads W1,W2,W3,W4,W5 \
+python3 "$HERE/bench.py" --no-peers --no-scale --workloads W1,W2,W3,W4,W5 \
   --servers coursed-before,coursed,coursed-before-pg,coursed-pg \
   --baseline "$BEFORE/target/release/coursed" "$@"
+# What PostgreSQL alone does with each revision's statements (the share of a change that is the
+# database's own work), unless SQLite only was asked for.
+case " $* " in *" --no-pg "*) exit 0 ;; esac
+if [ -n "$(python3 "$HERE/pg.py" bindir)" ]; then
+  python3 "$HERE/pgstatements.py" --before "$BEFORE/target/release/coursed" --now "$REPO/target/release/coursed"
+fi
