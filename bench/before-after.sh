@@ -34,12 +34,14 @@ if [ ! -x "$BEFORE/target/release/coursed" ]; then
 fi
 cd "$REPO"
 cargo build --locked --release
+status=0
 python3 "$HERE/bench.py" --no-peers --no-scale --workloads W1,W2,W3,W4,W5 \
   --servers coursed-before,coursed,coursed-before-pg,coursed-pg \
-  --baseline "$BEFORE/target/release/coursed" "$@"
+  --baseline "$BEFORE/target/release/coursed" "$@" || status=$?
 # What PostgreSQL alone does with each revision's statements (the share of a change that is the
-# database's own work), unless SQLite only was asked for.
-case " $* " in *" --no-pg "*) exit 0 ;; esac
+# database's own work), unless SQLite only was asked for. The exit status is the benchmark's.
+case " $* " in *" --no-pg "*) exit $status ;; esac
 if [ -n "$(python3 "$HERE/pg.py" bindir)" ]; then
   python3 "$HERE/pgstatements.py" --before "$BEFORE/target/release/coursed" --now "$REPO/target/release/coursed"
 fi
+exit $status

@@ -1,7 +1,7 @@
 //! Create, update and delete of a resource, driven by its declaration.
 
 use super::relations;
-use super::select::{links_of, missing, must_exist, not_found, Record, Selection};
+use super::select::{get, links_of, missing, must_exist, not_found, Record, Selection};
 use super::tx::{DbError, Tx, Value};
 use crate::error::{Error, Problem, Result};
 use crate::jsonapi::body::{singular, Changes, Linkage};
@@ -181,7 +181,9 @@ pub fn attempt<T>(tx: &mut dyn Tx, f: impl FnOnce(&mut dyn Tx) -> Result<Option<
 }
 
 /// Applies a partial update (absent attributes and relationships keep their values); returns
-/// the resource as stored.
+/// the resource as stored. An update that changes nothing a client can see in the row (the
+/// values it already has, or only a to-many set, whose rows are the children's) leaves the
+/// row, and its `updated_at`, as it was.
 pub fn update(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str, changes: &Changes) -> Result<Record> {
     if !changes.relationships.is_empty() {
         // A missing resource is reported before missing related ones.
@@ -189,23 +191,49 @@ pub fn update(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str, changes: &Ch
     }
     let now = crate::time::now_ms();
     relations::check_targets_exist(tx, &changes.relationships)?;
+    let dialect = tx.dialect();
     let mut sets = vec!["updated_at = ?".to_owned()];
     let mut values = vec![Value::Time(now)];
+    // What the client sets, compared with what is stored: a write that changes nothing a
+    // client can see leaves the row (and its `updated_at`) as it was.
+    let mut differs = Vec::new();
+    let mut current = Vec::new();
     let mut words = Vec::new();
     for (attr, value) in &changes.attributes {
         sets.push(format!("{} = ?", attr.name));
         values.push(value.clone());
+        differs.push(dialect.distinct(attr.name, "?"));
+        current.push(value.clone());
     }
     super::search::add_words(&changes.words, &mut words, &mut values);
     sets.extend(words.iter().map(|c| format!("{c} = ?")));
     for l in changes.relationships.iter().filter(|l| l.rel.is_to_one()) {
         relations::check_parent_allowed(l)?;
+        let parent = Value::text_or_null(l.ids.first().map(String::as_str));
         sets.push(format!("{} = ?", l.rel.fk.column));
-        values.push(Value::text_or_null(l.ids.first().map(String::as_str)));
+        values.push(parent.clone());
+        differs.push(dialect.distinct(l.rel.fk.column, "?"));
+        current.push(parent);
     }
-    values.push(Value::Text(id.to_owned()));
-    let sql = format!("UPDATE {} SET {} WHERE id = ?{}", rt.table, sets.join(", "), returning(rt));
-    let rec = returned(tx, rt, &sql, &values)?.ok_or_else(|| not_found(rt, id))?;
+    let rec = if differs.is_empty() {
+        None
+    } else {
+        values.push(Value::Text(id.to_owned()));
+        values.extend(current);
+        let sql = format!(
+            "UPDATE {} SET {} WHERE id = ? AND ({}){}",
+            rt.table,
+            sets.join(", "),
+            differs.join(" OR "),
+            returning(rt)
+        );
+        returned(tx, rt, &sql, &values)?
+    };
+    // Nothing updated: the resource as it is, if it exists.
+    let rec = match rec {
+        Some(rec) => rec,
+        None => get(tx, Selection::tagged(rt), id)?.ok_or_else(|| not_found(rt, id))?,
+    };
     finish_children(tx, rt, id, changes, rec, now)
 }
 

@@ -96,6 +96,70 @@ async fn patch_is_partial_and_moves_updated_at_only() {
     assert_eq!(t.get(&format!("/v1/subjects/{id}")).await.body["data"], *after, "the response is what was stored");
 }
 
+on_both!(a_patch_that_changes_nothing_leaves_the_resource_as_it_was);
+/// A PATCH of the values a resource already has, or of only a to-many set (whose rows are the
+/// children's), answers 200 with the resource as it was: same `updated_at`, same tag. One real
+/// change among them moves `updated_at`.
+async fn a_patch_that_changes_nothing_leaves_the_resource_as_it_was() {
+    let t = TestApp::new().await;
+    let m = t.module("M").await;
+    let other = t.module("Other").await;
+    let attrs = json!({"title": "Same", "introduction": "intro", "external_id": null, "available_for_courses": true});
+    let id = t.create("subjects", attrs.clone(), json!({"module": one("modules", &m)})).await;
+    let path = format!("/v1/subjects/{id}");
+    let before = t.get(&path).await;
+    let tag = before.header("etag").unwrap().to_owned();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await; // timestamps have millisecond resolution
+    let same = json!({"data": {"type": "subjects", "id": id, "attributes": attrs,
+        "relationships": {"module": one("modules", &m)}}});
+    let r = t.write("PATCH", &path, same).await;
+    r.assert_status(200);
+    assert_eq!(r.body["data"], before.body["data"], "the same values change nothing");
+    assert_eq!(r.header("etag"), Some(tag.as_str()));
+    let r = t.write("PATCH", &path, json!({"data": {"type": "subjects", "id": id}})).await;
+    r.assert_status(200);
+    assert_eq!(r.body["data"], before.body["data"], "no members change nothing");
+    // A stale or absent resource is still a 404.
+    let gone = "019b0000-0000-7000-8000-000000000000";
+    let r = t
+        .write(
+            "PATCH",
+            &format!("/v1/subjects/{gone}"),
+            json!({"data": {"type": "subjects", "id": gone,
+        "attributes": {"title": "Same"}}}),
+        )
+        .await;
+    r.assert_status(404);
+    // Replacing a module's subjects moves the subjects' rows, not the module's.
+    let m_before = t.get(&format!("/v1/modules/{other}")).await.body["data"]["attributes"].clone();
+    let r = t
+        .write(
+            "PATCH",
+            &format!("/v1/modules/{other}"),
+            json!({"data": {"type": "modules", "id": other,
+        "relationships": {"subjects": {"data": [{"type": "subjects", "id": id}]}}}}),
+        )
+        .await;
+    r.assert_status(200);
+    assert_eq!(r.body["data"]["attributes"], m_before, "a to-many set is the children's rows");
+    let moved = t.get(&path).await.body["data"].clone();
+    assert_eq!(moved["relationships"]["module"]["data"]["id"], other.as_str());
+    assert!(moved["attributes"]["updated_at"].as_str() > before.body["data"]["attributes"]["updated_at"].as_str());
+    // One value that differs among the same ones is a change.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let r = t
+        .write(
+            "PATCH",
+            &path,
+            json!({"data": {"type": "subjects", "id": id,
+        "attributes": {"title": "Same", "introduction": "changed"}}}),
+        )
+        .await;
+    r.assert_status(200);
+    assert!(r.body["data"]["attributes"]["updated_at"].as_str() > moved["attributes"]["updated_at"].as_str());
+    assert_ne!(r.header("etag"), Some(tag.as_str()));
+}
+
 on_both!(patch_can_clear_a_nullable_attribute_and_the_module);
 async fn patch_can_clear_a_nullable_attribute_and_the_module() {
     let t = TestApp::new().await;
