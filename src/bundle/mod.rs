@@ -37,10 +37,11 @@ pub fn export(database: &str, output: &str, force: bool) -> Result<Counts, Strin
     }
     let mut opts = crate::store::Options::new(database, Durability::Full);
     opts.wait = crate::store::COMMAND_WAIT;
-    let db = Db::open(&opts)?;
+    let source = Db::open_source(&opts)?;
+    let db = &source.db;
     if output == "-" {
         let stdout = std::io::stdout();
-        return export_to(&db, database, &mut std::io::BufWriter::new(stdout.lock()), "stdout");
+        return export_to(db, database, &mut std::io::BufWriter::new(stdout.lock()), "stdout");
     }
     let path = Path::new(output);
     if path.exists() && !force {
@@ -57,7 +58,7 @@ pub fn export(database: &str, output: &str, force: bool) -> Result<Counts, Strin
         .map_err(|e| format!("cannot write {}: {e}", partial.display()))
         .and_then(|file| {
             let mut out = std::io::BufWriter::new(file);
-            let counts = export_to(&db, database, &mut out, output)?;
+            let counts = export_to(db, database, &mut out, output)?;
             let file = out.into_inner().map_err(|e| format!("cannot write {output}: {e}"))?;
             file.sync_all().map_err(|e| format!("cannot write {output}: {e}"))?;
             std::fs::rename(&partial, path).map_err(|e| format!("cannot rename to {output}: {e}"))?;

@@ -23,7 +23,8 @@ pub fn copy_with(from: &str, to: &str, replace: bool, tokens: bool) -> Result<Co
     }
     let mut opts = Options::new(from, Durability::Full);
     opts.wait = crate::store::COMMAND_WAIT;
-    let source = Db::open(&opts).map_err(|e| format!("source: {e}"))?;
+    let opened = Db::open_source(&opts).map_err(|e| format!("source: {e}"))?;
+    let source = &opened.db;
     let (src, dst) = (display_name(from), display_name(to));
     let copied = source.read_blocking(|stx| {
         // One snapshot of the source, however long the copy takes.

@@ -42,6 +42,13 @@ pub enum Durability {
     Normal,
 }
 
+/// A database opened to be read from (see [`Db::open_source`]); a copy made for it is removed
+/// when it is dropped, after the database is closed.
+pub struct Source {
+    pub db: Db,
+    _copy: Option<sqlite::TempCopy>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Options {
     /// A SQLite file path, `:memory:` for a private in-memory database, or a
@@ -135,6 +142,21 @@ impl Db {
             Engine::Sqlite(sqlite::Sqlite::open(opts, shared.clone())?)
         };
         Ok(Db { inner: Arc::new(Inner { engine, shared }) })
+    }
+
+    /// Opens a database to read a catalogue from, leaving it as it is: a SQLite file of an
+    /// older schema is read through a migrated private copy (see `sqlite/source.rs`). A
+    /// PostgreSQL database is migrated in place, as a server starting on it would.
+    pub fn open_source(opts: &Options) -> std::result::Result<Source, String> {
+        if opts.is_postgres() || opts.path == ":memory:" {
+            return Ok(Source { db: Db::open(opts)?, _copy: None });
+        }
+        let copy = sqlite::migratable(&opts.path)?;
+        let db = match &copy {
+            Some(c) => Db::open(&Options { path: c.path.to_string_lossy().into_owned(), ..opts.clone() })?,
+            None => Db::open(opts)?,
+        };
+        Ok(Source { db, _copy: copy })
     }
 
     /// Runs a bounded read (point lookups, index-ordered pages). `f` may run more than once

@@ -136,3 +136,48 @@ async fn both_engines_answer_the_same_bytes_and_copy_carries_a_catalogue_there_a
     assert_same_answers(&on_sqlite, &on_postgres).await;
     assert_same_answers(&on_sqlite, &returned).await;
 }
+
+/// `coursed copy --from` and `coursed export` read a SQLite file of an older schema without
+/// changing it (it may be a kept backup, or on read-only media): a private copy of it is
+/// migrated and read, and removed afterwards.
+#[test]
+fn a_source_of_an_older_schema_is_read_through_a_migrated_copy_and_left_as_it_was() {
+    use std::process::Command;
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old.db");
+    let now = "'2026-01-01T00:00:00.000Z'";
+    let c = rusqlite::Connection::open(&old).unwrap();
+    c.execute_batch(&format!(
+        "{}\nPRAGMA user_version = 1; PRAGMA application_id = 1668445028;
+         INSERT INTO modules (id, title, content, created_at, updated_at) VALUES
+            ('01900000-0000-7000-8000-000000000001', 'Old module', '<p>Kept</p>', {now}, {now});
+         INSERT INTO subjects (id, title, module_id, created_at, updated_at) VALUES
+            ('01900000-0000-7000-8000-000000000002', 'Old subject', '01900000-0000-7000-8000-000000000001', {now}, {now});",
+        include_str!("../../schema.sql")
+    ))
+    .unwrap();
+    drop(c);
+    let bytes = std::fs::read(&old).unwrap();
+    let temp = dir.path().join("tmp");
+    std::fs::create_dir(&temp).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_coursed")).args(args).env("TMPDIR", &temp).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let new = dir.path().join("new.db");
+    run(&["copy", "--from", old.to_str().unwrap(), "--to", new.to_str().unwrap()]);
+    let bundle = dir.path().join("old.bundle");
+    run(&["export", "--database", old.to_str().unwrap(), "--output", bundle.to_str().unwrap()]);
+    assert!(std::fs::read(&old).unwrap() == bytes, "the source is as it was");
+    for suffix in ["-wal", "-shm", "-journal"] {
+        assert!(!dir.path().join(format!("old.db{suffix}")).exists(), "no old.db{suffix} beside the source");
+    }
+    assert_eq!(std::fs::read_dir(&temp).unwrap().count(), 0, "the migrated copy is removed");
+    let c = rusqlite::Connection::open(&new).unwrap();
+    let title: String = c.query_row("SELECT title FROM subjects", [], |r| r.get(0)).unwrap();
+    assert_eq!(title, "Old subject");
+    let version: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert!(version > 1, "the copy has the current schema ({version})");
+    let text = std::fs::read_to_string(&bundle).unwrap();
+    assert!(text.contains("Old module") && text.contains("Old subject"), "{text}");
+}

@@ -18,6 +18,7 @@ mod deadline;
 mod indexing;
 mod open;
 pub mod search;
+mod source;
 mod tx;
 mod writer;
 
@@ -30,6 +31,7 @@ use rusqlite::OpenFlags;
 pub use self::backup::{seal, snapshot_into};
 pub use self::bulk::bulk;
 pub use self::open::create;
+pub use self::source::{migratable, TempCopy};
 use self::tx::SqliteTx;
 use super::tx::{guarded, Shared, Tx};
 use super::{Durability, Options};

@@ -131,13 +131,18 @@ pub fn configure(c: &Connection, busy: Duration) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// The schema version this coursed brings every database to.
+pub fn schema_version() -> i64 {
+    MIGRATIONS.len() as i64
+}
+
 /// Brings the schema up to date; refuses files that are newer or not ours.
 fn migrate(c: &mut Connection) -> Result<(), String> {
     let sql = |e: rusqlite::Error| e.to_string();
     let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
     let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
     let app: i64 = tx.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(sql)?;
-    let known = MIGRATIONS.len() as i64;
+    let known = schema_version();
     if app != 0 && app != APPLICATION_ID {
         return Err(format!("the file belongs to another application (application_id {app:#x})"));
     }
