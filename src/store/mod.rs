@@ -182,8 +182,9 @@ impl Db {
     {
         let result = match &self.inner.engine {
             Engine::Sqlite(e) => e.scan(f).await,
-            // Every PostgreSQL read runs off the async threads already.
-            Engine::Postgres(e) => e.read(f).await,
+            // Every PostgreSQL read runs off the async threads already; a long one waits for
+            // a thread behind the short ones.
+            Engine::Postgres(e) => e.scan(f).await,
         };
         self.rebuild_pages();
         result

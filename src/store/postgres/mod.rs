@@ -30,6 +30,7 @@ use self::batch::{Batcher, Engine, Pending};
 use self::client::PgConn;
 use self::connect::Manager;
 use self::tx::PgTx;
+use self::workers::Queue;
 use super::tx::{guarded, DbError, Shared, Tx};
 use super::{Atomicity, Options};
 use crate::error::{Error, Result};
@@ -107,6 +108,16 @@ impl Postgres {
         self.spawn(Work::Read, f).await
     }
 
+    /// A read that may take long: it waits for a thread after every other kind of work (see
+    /// [`Queue::Later`]).
+    pub async fn scan<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
+        self.spawn_in(Queue::Later, Work::Read, f).await
+    }
+
     pub async fn write<T, F>(&self, atomicity: Atomicity, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -131,14 +142,23 @@ impl Postgres {
         Ok(f(&mut PgTx::new(&mut conn, &engine.shared)))
     }
 
-    async fn spawn<T, F>(&self, work: Work, mut f: F) -> Result<T>
+    async fn spawn<T, F>(&self, work: Work, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
+    {
+        self.spawn_in(Queue::Back, work, f).await
+    }
+
+    async fn spawn_in<T, F>(&self, place: Queue, work: Work, mut f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
         let engine = self.engine().clone();
         let name = engine.name.clone();
-        let running = self.engine().workers.run(move || run(&engine.pool, &engine.shared, &engine.name, work, &mut f));
+        let running =
+            self.engine().workers.run_in(place, move || run(&engine.pool, &engine.shared, &engine.name, work, &mut f));
         // Not run: every connection stayed busy for as long as work may wait.
         running.await.unwrap_or_else(|| {
             Err(Error::unavailable(format!("no connection to PostgreSQL at {name} came free in time")))

@@ -36,6 +36,8 @@ struct State {
     idle: Vec<Arc<Slot>>,
     /// Work no thread was free for, and when it was queued.
     queue: VecDeque<(Instant, Job)>,
+    /// Work that may take long, taken only when `queue` is empty (see [`Queue::Later`]).
+    later: VecDeque<(Instant, Job)>,
     threads: usize,
     stopped: bool,
 }
@@ -54,6 +56,9 @@ pub enum Queue {
     Back,
     /// Before it: work that others wait on (a group-commit leader).
     Front,
+    /// After all of it: reads that may take long (scans, sorts, counts), so that short work
+    /// waits for the next free thread rather than behind every long read a client sent.
+    Later,
 }
 
 impl Workers {
@@ -68,12 +73,21 @@ impl Workers {
         &self,
         f: impl FnOnce() -> T + Send + 'static,
     ) -> impl std::future::Future<Output = Option<T>> {
+        self.run_in(Queue::Back, f)
+    }
+
+    /// [`Workers::run`], queued at `place` when every thread is busy.
+    pub fn run_in<T: Send + 'static>(
+        &self,
+        place: Queue,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> impl std::future::Future<Output = Option<T>> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.submit(
             Box::new(move || {
                 let _ = tx.send(f());
             }),
-            Queue::Back,
+            place,
         );
         async move { rx.await.ok() }
     }
@@ -120,6 +134,7 @@ impl Workers {
         match place {
             Queue::Back => state.queue.push_back((Instant::now(), job)),
             Queue::Front => state.queue.push_front((Instant::now(), job)),
+            Queue::Later => state.later.push_back((Instant::now(), job)),
         }
     }
 }
@@ -156,7 +171,7 @@ impl Inner {
                 }
             }
             let mut state = self.lock();
-            if let Some((queued, job)) = state.queue.pop_front() {
+            if let Some((queued, job)) = state.queue.pop_front().or_else(|| state.later.pop_front()) {
                 if queued.elapsed() <= self.max_wait {
                     next = Some(job);
                 } else {

@@ -56,6 +56,30 @@ async fn the_thread_goes_on_after_a_job_panics() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_reads_wait_behind_every_other_kind_of_work() {
+    let workers = Workers::new(1, LONG);
+    let (release, running) = holding(&workers);
+    running.recv().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let push = |name: &'static str| {
+        let order = order.clone();
+        move || lock(&order).push(name)
+    };
+    // Queued in this order while the one thread is busy.
+    let long1 = workers.run_in(Queue::Later, push("long 1"));
+    let short1 = workers.run_in(Queue::Back, push("short 1"));
+    let long2 = workers.run_in(Queue::Later, push("long 2"));
+    let short2 = workers.run_in(Queue::Back, push("short 2"));
+    let leader = workers.run_in(Queue::Front, push("leader"));
+    assert_eq!(lock(&workers.inner.state).later.len(), 2);
+    release.send(()).unwrap();
+    for done in [long1, short1, long2, short2, leader] {
+        within(done).await.unwrap();
+    }
+    assert_eq!(*lock(&order), ["leader", "short 1", "short 2", "long 1", "long 2"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_work_runs_when_a_thread_is_free_leaders_first() {
     let workers = Workers::new(1, LONG);
     let (release, running) = holding(&workers);
