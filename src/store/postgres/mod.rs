@@ -158,7 +158,7 @@ impl Postgres {
         let engine = self.engine().clone();
         let name = engine.name.clone();
         let running =
-            self.engine().workers.run_in(place, move || run(&engine.pool, &engine.shared, &engine.name, work, &mut f));
+            self.engine().workers.run(place, move || run(&engine.pool, &engine.shared, &engine.name, work, &mut f));
         // Not run: every connection stayed busy for as long as work may wait.
         running.await.unwrap_or_else(|| {
             Err(Error::unavailable(format!("no connection to PostgreSQL at {name} came free in time")))

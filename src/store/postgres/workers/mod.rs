@@ -67,17 +67,10 @@ impl Workers {
         Workers { inner: Arc::new(inner) }
     }
 
-    /// Hands `f` to one of the threads at once; the future gives its result, or `None` if `f`
-    /// did not run (it waited too long for a thread, or no thread could be started) or panicked.
+    /// Hands `f` to one of the threads at once, or queues it at `place` when every thread is
+    /// busy; the future gives its result, or `None` if `f` did not run (it waited too long for
+    /// a thread, or no thread could be started) or panicked.
     pub fn run<T: Send + 'static>(
-        &self,
-        f: impl FnOnce() -> T + Send + 'static,
-    ) -> impl std::future::Future<Output = Option<T>> {
-        self.run_in(Queue::Back, f)
-    }
-
-    /// [`Workers::run`], queued at `place` when every thread is busy.
-    pub fn run_in<T: Send + 'static>(
         &self,
         place: Queue,
         f: impl FnOnce() -> T + Send + 'static,

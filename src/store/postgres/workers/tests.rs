@@ -33,7 +33,7 @@ async fn runs_every_job_on_at_most_max_threads() {
     let mut waits = Vec::new();
     for i in 0..200 {
         let (threads, done) = (threads.clone(), done.clone());
-        waits.push(workers.run(move || {
+        waits.push(workers.run(Queue::Back, move || {
             lock(&threads).insert(std::thread::current().id());
             done.fetch_add(1, Ordering::SeqCst);
             i * 2
@@ -48,9 +48,9 @@ async fn runs_every_job_on_at_most_max_threads() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_thread_goes_on_after_a_job_panics() {
     let workers = Workers::new(1, LONG);
-    let before = within(workers.run(|| std::thread::current().id())).await;
-    assert_eq!(within(workers.run(|| -> usize { panic!("the job's own") })).await, None);
-    let after = within(workers.run(|| std::thread::current().id())).await;
+    let before = within(workers.run(Queue::Back, || std::thread::current().id())).await;
+    assert_eq!(within(workers.run(Queue::Back, || -> usize { panic!("the job's own") })).await, None);
+    let after = within(workers.run(Queue::Back, || std::thread::current().id())).await;
     assert_eq!(before, after, "the one thread was replaced");
     assert_eq!(lock(&workers.inner.state).threads, 1);
 }
@@ -66,11 +66,11 @@ async fn long_reads_wait_behind_every_other_kind_of_work() {
         move || lock(&order).push(name)
     };
     // Queued in this order while the one thread is busy.
-    let long1 = workers.run_in(Queue::Later, push("long 1"));
-    let short1 = workers.run_in(Queue::Back, push("short 1"));
-    let long2 = workers.run_in(Queue::Later, push("long 2"));
-    let short2 = workers.run_in(Queue::Back, push("short 2"));
-    let leader = workers.run_in(Queue::Front, push("leader"));
+    let long1 = workers.run(Queue::Later, push("long 1"));
+    let short1 = workers.run(Queue::Back, push("short 1"));
+    let long2 = workers.run(Queue::Later, push("long 2"));
+    let short2 = workers.run(Queue::Back, push("short 2"));
+    let leader = workers.run(Queue::Front, push("leader"));
     assert_eq!(lock(&workers.inner.state).later.len(), 2);
     release.send(()).unwrap();
     for done in [long1, short1, long2, short2, leader] {
@@ -86,7 +86,7 @@ async fn queued_work_runs_when_a_thread_is_free_leaders_first() {
     running.recv().unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let (o1, o2) = (order.clone(), order.clone());
-    let back = workers.run(move || lock(&o1).push("back"));
+    let back = workers.run(Queue::Back, move || lock(&o1).push("back"));
     let (done, finished) = tokio::sync::oneshot::channel();
     workers.submit(
         Box::new(move || {
@@ -109,7 +109,7 @@ async fn work_that_waited_too_long_is_dropped_unrun() {
     running.recv().unwrap();
     let ran = Arc::new(AtomicUsize::new(0));
     let counted = ran.clone();
-    let late = workers.run(move || counted.fetch_add(1, Ordering::SeqCst));
+    let late = workers.run(Queue::Back, move || counted.fetch_add(1, Ordering::SeqCst));
     release.send(()).unwrap();
     assert_eq!(within(late).await, None);
     assert_eq!(ran.load(Ordering::SeqCst), 0);
@@ -117,7 +117,7 @@ async fn work_that_waited_too_long_is_dropped_unrun() {
     while lock(&workers.inner.state).idle.is_empty() {
         std::thread::yield_now();
     }
-    assert_eq!(within(workers.run(|| 5)).await, Some(5), "the thread goes on");
+    assert_eq!(within(workers.run(Queue::Back, || 5)).await, Some(5), "the thread goes on");
 }
 
 #[test]
