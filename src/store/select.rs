@@ -301,17 +301,6 @@ fn links_generation(rt: &ResourceType) -> String {
     )
 }
 
-/// The generation of the to-many linkage of resource `id` of `rt` (see [`Selection::tagged`]),
-/// read again after a write changed it.
-pub fn links_of(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str) -> Result<Option<i64>> {
-    let sel = Selection::tagged(rt);
-    if !sel.links {
-        return Ok(None);
-    }
-    let sql = format!("SELECT {} FROM {} WHERE id = ?", links_generation(rt), rt.table);
-    Ok(tx.first(&sql, &[Value::Text(id.to_owned())])?.and_then(|v| v.cell().as_i64()))
-}
-
 pub fn exists(tx: &mut dyn Tx, rt: &ResourceType, id: &str) -> Result<bool> {
     let sql = format!("SELECT 1 FROM {} WHERE id = ?", rt.table);
     Ok(tx.exists(&sql, &[Value::Text(id.to_owned())])?)

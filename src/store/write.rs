@@ -1,7 +1,7 @@
 //! Create, update and delete of a resource, driven by its declaration.
 
 use super::relations;
-use super::select::{get, links_of, missing, must_exist, not_found, Record, Selection};
+use super::select::{get, missing, must_exist, not_found, Record, Selection};
 use super::tx::{DbError, Tx, Value};
 use crate::error::{Error, Problem, Result};
 use crate::jsonapi::body::{singular, Changes, Linkage};
@@ -78,7 +78,8 @@ pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> 
 }
 
 /// Writes the to-many linkage of `changes` for resource `id`, returned as `rec` by its own
-/// statement; reads the generation of its linkage again when that changed it.
+/// statement (or read before); reads the resource again, with the generation of its linkage,
+/// when that changed it.
 fn finish_children(
     tx: &mut dyn Tx,
     rt: &'static ResourceType,
@@ -93,7 +94,9 @@ fn finish_children(
         linked = true;
     }
     if linked {
-        rec.links = links_of(tx, rt, id)?;
+        // Read again now that the parent is locked (replacing its children locks it): a
+        // resource that was only read before, not updated, may have changed meanwhile.
+        rec = get(tx, Selection::tagged(rt), id)?.ok_or_else(|| not_found(rt, id))?;
     }
     Ok(rec)
 }

@@ -1,25 +1,26 @@
 //! A SQLite file read as a source (`coursed copy --from`, `coursed export`): left as it is. A
 //! file of an older schema is not migrated in place (it may be a backup kept for its own sake,
 //! or on read-only media): a private copy of it, made with `VACUUM INTO` from a read-only
-//! connection, is migrated and read instead, and removed afterwards.
+//! connection, is migrated and read instead, and removed afterwards (a command killed while it
+//! copies leaves its folder, `coursed-source-*` in the folder for temporary files).
 
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
-/// A private, migratable copy of a source file; its files are removed when it is dropped.
+/// A private, migratable copy of a source file, alone in a folder of its own (mode 0700, so
+/// that nobody can plant the names SQLite gives its journal files beside it); the folder is
+/// removed when it is dropped.
 #[derive(Debug)]
 pub struct TempCopy {
     pub path: PathBuf,
+    dir: PathBuf,
 }
 
 impl Drop for TempCopy {
     fn drop(&mut self) {
-        for suffix in ["", "-wal", "-shm", "-journal"] {
-            let mut name = self.path.clone().into_os_string();
-            name.push(suffix);
-            let _ = std::fs::remove_file(name);
-        }
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -35,8 +36,10 @@ pub fn migratable(path: &str) -> Result<Option<TempCopy>, String> {
     if version == 0 || version >= super::open::schema_version() || (app != 0 && app != super::open::APPLICATION_ID) {
         return Ok(None);
     }
-    let copy = TempCopy { path: temp_name() };
-    // Created here, empty and private (VACUUM INTO fills an empty file); never a planted name.
+    let dir = temp_name();
+    // A new folder (never one planted under that name), then the empty file VACUUM INTO fills.
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let copy = TempCopy { path: dir.join("source.db"), dir };
     crate::private::create_new(&copy.path).map_err(|e| format!("cannot create {}: {e}", copy.path.display()))?;
     let target = copy.path.to_str().ok_or("the folder for temporary files has a name that is not UTF-8")?;
     conn.execute("VACUUM INTO ?1", [target]).map_err(|e| format!("cannot copy {path} to {target}: {e}"))?;
@@ -48,5 +51,5 @@ pub fn migratable(path: &str) -> Result<Option<TempCopy>, String> {
 
 fn temp_name() -> PathBuf {
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-    Path::new(&std::env::temp_dir()).join(format!("coursed-source-{}-{nanos}.db", std::process::id()))
+    Path::new(&std::env::temp_dir()).join(format!("coursed-source-{}-{nanos}", std::process::id()))
 }

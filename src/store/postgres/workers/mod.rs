@@ -57,7 +57,8 @@ pub enum Queue {
     /// Before it: work that others wait on (a group-commit leader).
     Front,
     /// After all of it: reads that may take long (scans, sorts, counts), so that short work
-    /// waits for the next free thread rather than behind every long read a client sent.
+    /// waits for the next free thread rather than behind every long read a client sent; one
+    /// that has waited half of what work may wait goes first.
     Later,
 }
 
@@ -164,7 +165,7 @@ impl Inner {
                 }
             }
             let mut state = self.lock();
-            if let Some((queued, job)) = state.queue.pop_front().or_else(|| state.later.pop_front()) {
+            if let Some((queued, job)) = self.next(&mut state) {
                 if queued.elapsed() <= self.max_wait {
                     next = Some(job);
                 } else {
@@ -192,6 +193,17 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// The queued work to run next: the head of `queue`, unless the long read at the head of
+    /// `later` has waited half of what work may wait (then it goes first, so that a steady
+    /// stream of short work cannot keep every long read waiting until it is dropped); `later`
+    /// when `queue` is empty.
+    fn next(&self, state: &mut State) -> Option<(Instant, Job)> {
+        if state.later.front().is_some_and(|(queued, _)| queued.elapsed() >= self.max_wait / 2) {
+            return state.later.pop_front();
+        }
+        state.queue.pop_front().or_else(|| state.later.pop_front())
     }
 
     fn stop(&self, mut state: MutexGuard<'_, State>) {

@@ -80,6 +80,25 @@ async fn long_reads_wait_behind_every_other_kind_of_work() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_read_that_waited_half_its_time_goes_before_short_work() {
+    let workers = Workers::new(1, Duration::from_millis(400));
+    let (release, running) = holding(&workers);
+    running.recv().unwrap();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let push = |name: &'static str| {
+        let order = order.clone();
+        move || lock(&order).push(name)
+    };
+    let long = workers.run(Queue::Later, push("long"));
+    std::thread::sleep(Duration::from_millis(250));
+    let short = workers.run(Queue::Back, push("short"));
+    release.send(()).unwrap();
+    within(long).await.unwrap();
+    within(short).await.unwrap();
+    assert_eq!(*lock(&order), ["long", "short"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_work_runs_when_a_thread_is_free_leaders_first() {
     let workers = Workers::new(1, LONG);
     let (release, running) = holding(&workers);
