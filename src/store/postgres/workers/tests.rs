@@ -25,6 +25,17 @@ fn holding(workers: &Workers) -> (mpsc::Sender<()>, mpsc::Receiver<()>) {
     (release, running)
 }
 
+/// A list of names, and a maker of jobs that each add their name to it as they run.
+#[allow(clippy::type_complexity)]
+fn recorder() -> (Arc<Mutex<Vec<&'static str>>>, impl Fn(&'static str) -> Box<dyn FnOnce() + Send>) {
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let kept = order.clone();
+    (order, move |name| {
+        let order = kept.clone();
+        Box::new(move || lock(&order).push(name))
+    })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_every_job_on_at_most_max_threads() {
     let workers = Workers::new(3, LONG);
@@ -60,11 +71,7 @@ async fn long_reads_wait_behind_every_other_kind_of_work() {
     let workers = Workers::new(1, LONG);
     let (release, running) = holding(&workers);
     running.recv().unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let push = |name: &'static str| {
-        let order = order.clone();
-        move || lock(&order).push(name)
-    };
+    let (order, push) = recorder();
     // Queued in this order while the one thread is busy.
     let long1 = workers.run(Queue::Later, push("long 1"));
     let short1 = workers.run(Queue::Back, push("short 1"));
@@ -84,11 +91,7 @@ async fn a_long_read_that_waited_half_its_time_goes_before_short_work() {
     let workers = Workers::new(1, Duration::from_millis(400));
     let (release, running) = holding(&workers);
     running.recv().unwrap();
-    let order = Arc::new(Mutex::new(Vec::new()));
-    let push = |name: &'static str| {
-        let order = order.clone();
-        move || lock(&order).push(name)
-    };
+    let (order, push) = recorder();
     let long = workers.run(Queue::Later, push("long"));
     std::thread::sleep(Duration::from_millis(250));
     let short = workers.run(Queue::Back, push("short"));
