@@ -31,7 +31,6 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from pg import Cluster  # noqa: E402
-from procs import cpu_ticks  # noqa: E402
 from workloads import CLK  # noqa: E402
 
 TOKEN = "statements-token"
@@ -71,7 +70,22 @@ def serve(binary, url, logfile):
 def statements(server_log, marker, key):
     """The statements of the request sent after `marker`, in order, each with its parameters:
     [(sql, {n: literal})]. The request's are those of the backend that ran the first statement
-    holding `key` (a pool's other connections and background work are left out)."""
+    holding `key` (a pool's other connections and background work are left out). A backend
+    logs a statement as it finishes it, which may be just after the client has its answer: the
+    log is read again until that statement is there (10 s at most)."""
+    deadline = time.time() + 10
+    while True:
+        found = logged(server_log, marker, key)
+        if found is not None or time.time() > deadline:
+            break
+        time.sleep(0.05)
+    if found is None:
+        raise SystemExit(f"no statement holding {key!r} after {marker!r} in {server_log}")
+    return found
+
+
+def logged(server_log, marker, key):
+    """[`statements`] as the log holds them now; None when no statement holds `key` yet."""
     with open(server_log, errors="replace") as f:
         text = f.read()
     entries = []  # (pid, sql, params)
@@ -91,7 +105,7 @@ def statements(server_log, marker, key):
                 entries[-1][2][int(n)] = v
     pid = next((p for p, sql, _ in entries if key in " ".join(sql)), None)
     if pid is None:
-        raise SystemExit(f"no statement holding {key!r} after {marker!r} in {server_log}")
+        return None
     return [(" ".join(sql), params) for p, sql, params in entries if p == pid]
 
 
@@ -122,7 +136,6 @@ def capture(cluster, binary, db, work, subject, module):
 
         m = mark("W1")
         request(base, "GET", f"/subjects/{subject}")
-        time.sleep(0.3)
         scripts["W1"] = script(statements(server_log, m, "FROM subjects WHERE id"), lambda v: None)
         m = mark("W4")
         created = request(base, "POST", "/subjects", {"data": {
@@ -131,13 +144,11 @@ def capture(cluster, binary, db, work, subject, module):
                                                "available_for_courses": True},
             "relationships": {"module": {"data": {"type": "modules", "id": module}}}}})
         new_id = created["data"]["id"]
-        time.sleep(0.3)
         scripts["W4"] = script(statements(server_log, m, "INSERT INTO subjects"),
                                lambda v: "gen_random_uuid()::text" if v == f"'{new_id}'" else None)
         m = mark("W5")
         request(base, "PATCH", f"/subjects/{subject}",
                 {"data": {"type": "subjects", "id": subject, "attributes": {"title": TITLE}}})
-        time.sleep(0.3)
         words = TITLE.lower()
         scripts["W5"] = script(statements(server_log, m, "UPDATE subjects"), lambda v: (
             f"('{TITLE} ' || :r)" if v == f"'{TITLE}'" else f"('{words} ' || :r)" if v == f"'{words}'" else None))
@@ -154,19 +165,15 @@ def capture(cluster, binary, db, work, subject, module):
 def pgbench(cluster, db, path, seconds):
     argv = [os.path.join(cluster.bin, "pgbench"), "-n", "-M", "prepared", "-c1", "-T", str(seconds), "-f", path,
             cluster.url(db)]
-    c0 = cluster_cpu(cluster)
+    c0 = cluster.cpu_ticks()
     done = subprocess.run(argv, capture_output=True, text=True)
-    c1 = cluster_cpu(cluster)
+    c1 = cluster.cpu_ticks()
     if done.returncode != 0:
         raise SystemExit(f"pgbench on {db} failed:\n{done.stdout[-1500:]}{done.stderr[-1500:]}")
     out = done.stdout
     lat = float(re.search(r"latency average = ([\d.]+) ms", out).group(1))
     txs = int(re.search(r"number of transactions actually processed: (\d+)", out).group(1))
     return lat, (c1 - c0) * 1e6 / CLK / max(1, txs)
-
-
-def cluster_cpu(cluster):
-    return cluster.cpu_ticks()
 
 
 def main():

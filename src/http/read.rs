@@ -16,6 +16,7 @@ use crate::render::{etag, Base};
 use crate::resources::{Relationship, ResourceType};
 use crate::store::budget::Left;
 use crate::store::list::list;
+use crate::store::paging::STRIDE;
 use crate::store::relations;
 use crate::store::select::{self, get, get_with, lock_row, must_exist, ReadOnce, Selection};
 use crate::store::{self, snapshot, Tx};
@@ -36,7 +37,7 @@ pub async fn collection(
         Some((rel, id)) => RequestUrl::related(&base, rel.fk.parent.name, id, rel.name, req.query),
         None => RequestUrl::new(&base, req.path.as_str(), req.query),
     };
-    let (body, permit) = large::read(app, is_bounded(&q), &q, |q| {
+    let (body, permit) = large::read(app, is_bounded(&q, scope.is_none()), &q, |q| {
         let (base, url, scope) = (base.clone(), url.clone(), scope.clone());
         move |tx: &mut dyn Tx| page(tx, &base, &url, rt, &q, scope.as_ref())
     })
@@ -86,9 +87,13 @@ fn page(
 }
 
 /// Whether a page is read by walking one index (so it may run inline): at most one sort key,
-/// no filter that must look at rows beyond the page, and nothing to include.
-fn is_bounded(q: &Query) -> bool {
-    q.search.is_none()
+/// no filter that must look at rows beyond the page, nothing to include, and no offset to walk
+/// over (a deep page steps over its offset, unless it is a page of a whole table in id order,
+/// which starts from a kept key: `whole`, no parent, and no filter).
+fn is_bounded(q: &Query, whole: bool) -> bool {
+    let shallow = q.page.offset() < STRIDE || (whole && q.filters.is_empty() && q.in_id_order());
+    shallow
+        && q.search.is_none()
         && q.include.is_empty()
         && q.sort.len() <= 1
         && q.filters.iter().all(|f| !matches!(f, Filter::Equals(a, _) if !a.unique))

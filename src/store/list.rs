@@ -66,8 +66,7 @@ pub fn list(
     if offset >= total {
         return Ok(total);
     }
-    let id_order = q.sort.is_empty() || matches!(q.sort.as_slice(), [k] if k.column == "id" && !k.descending);
-    if whole && id_order && offset >= STRIDE {
+    if whole && q.in_id_order() && offset >= STRIDE {
         match tx.pages().start(rt.table, gen, offset) {
             Some((key, skip)) => {
                 filter = " WHERE id >= ?".into();
@@ -88,11 +87,16 @@ pub fn list(
         // value at the offset is found by walking its index alone (from the nearer end), and
         // the page is read from within that group on (see `group_start`).
         Some(key) => {
-            let (bound, skip) = group_start(tx, rt.table, &filter, &params, key, offset, total)?;
+            let (bound, skip) = group_start(tx, rt.table, &wheres, &params, key, offset, total)?;
             offset = skip;
             let cmp = if key.descending { "<=" } else { ">=" };
-            let from =
-                also(&filter, &format!("{col} {cmp} (SELECT {col} FROM {} WHERE id = ?)", rt.table, col = key.column));
+            let from = where_clause(
+                &[
+                    &wheres[..],
+                    &[format!("{col} {cmp} (SELECT {col} FROM {} WHERE id = ?)", rt.table, col = key.column)],
+                ]
+                .concat(),
+            );
             params.push(Value::Text(bound));
             format!("SELECT {} FROM {}{from} ORDER BY {order} LIMIT ? OFFSET ?", sel.columns(), rt.table)
         }
@@ -124,14 +128,15 @@ fn group_key<'q>(rt: &ResourceType, sort: &'q [SortKey]) -> Option<&'q SortKey> 
 /// Where the row at `offset` of an order whose first key is `key` stands, found without
 /// sorting: the rows that share a value of `key` (its group) stand together in that order
 /// however the later keys order them within the group, and they stand at the same places in
-/// the order of `key`'s own index (`key`, then `id`, both in `key`'s direction), which a walk of
-/// the index alone steps through (from its nearer end). Returns the id of the row at `offset` in the index's order
-/// (its value of `key` is the group's) and how many rows of the group come before `offset`: the
-/// page is then the rows from that group on, in the full order, past that many.
+/// the order of `key`'s own index (`key`, then `id`, both in `key`'s direction), which a walk
+/// of the index alone steps through (from its nearer end). Returns the id of the row at
+/// `offset` in the index's order (its value of `key` is the group's) and how many rows of the
+/// group come before `offset`: the page is then the rows from that group on, in the full
+/// order, past that many. `wheres` and `params` are the page's conditions.
 fn group_start(
     tx: &mut dyn Tx,
     table: &str,
-    filter: &str,
+    wheres: &[String],
     params: &[Value],
     key: &SortKey,
     offset: u64,
@@ -142,7 +147,7 @@ fn group_start(
     let backwards = offset >= total / 2;
     let dir = if key.descending != backwards { "DESC" } else { "ASC" };
     let col = key.column;
-    let sql = format!("SELECT id FROM {table}{filter} ORDER BY {col} {dir}, id {dir} LIMIT 1 OFFSET ?");
+    let sql = format!("SELECT id FROM {table}{} ORDER BY {col} {dir}, id {dir} LIMIT 1 OFFSET ?", where_clause(wheres));
     let mut args = params.to_vec();
     let steps = if backwards { total - 1 - offset } else { offset };
     args.push(Value::Int(steps.min(i64::MAX as u64) as i64));
@@ -151,20 +156,13 @@ fn group_start(
     };
     // The rows of the group before `at` in the index's order: those past it by id.
     let before = if key.descending { ">" } else { "<" };
-    let same = also(filter, &format!("{col} = (SELECT {col} FROM {table} WHERE id = ?) AND id {before} ?"));
+    let same = where_clause(
+        &[wheres, &[format!("{col} = (SELECT {col} FROM {table} WHERE id = ?)"), format!("id {before} ?")]].concat(),
+    );
     args.pop();
     args.extend([Value::Text(at.clone()), Value::Text(at.clone())]);
     let skip = count_of(tx, &format!("SELECT count(*) FROM {table}{same}"), &args)?;
     Ok((at, skip))
-}
-
-/// `filter` (a WHERE clause or nothing) with `condition` too.
-fn also(filter: &str, condition: &str) -> String {
-    if filter.is_empty() {
-        format!(" WHERE {condition}")
-    } else {
-        format!("{filter} AND {condition}")
-    }
 }
 
 /// Adds the conditions of the parents (column, id; `None` matches nothing).

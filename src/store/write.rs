@@ -74,18 +74,19 @@ pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> 
             None => Error::internal("an insert without guards inserted nothing"),
         });
     };
-    finish_children(tx, rt, &id, changes, rec, now)
+    finish_children(tx, rt, &id, changes, Some(rec), now)
 }
 
 /// Writes the to-many linkage of `changes` for resource `id`, returned as `rec` by its own
-/// statement (or read before); reads the resource again, with the generation of its linkage,
-/// when that changed it.
+/// statement (`None`: not written by it). Reads the resource, with the generation of its
+/// linkage, when that changed it or it was not returned: after its children are replaced, since
+/// replacing them locks it, and a resource that was not updated may have changed meanwhile.
 fn finish_children(
     tx: &mut dyn Tx,
     rt: &'static ResourceType,
     id: &str,
     changes: &Changes,
-    mut rec: Record,
+    rec: Option<Record>,
     now: i64,
 ) -> Result<Record> {
     let mut linked = false;
@@ -93,12 +94,10 @@ fn finish_children(
         relations::replace_children(tx, l, id, now)?;
         linked = true;
     }
-    if linked {
-        // Read again now that the parent is locked (replacing its children locks it): a
-        // resource that was only read before, not updated, may have changed meanwhile.
-        rec = get(tx, Selection::tagged(rt), id)?.ok_or_else(|| not_found(rt, id))?;
+    match rec {
+        Some(rec) if !linked => Ok(rec),
+        _ => get(tx, Selection::tagged(rt), id)?.ok_or_else(|| not_found(rt, id)),
     }
-    Ok(rec)
 }
 
 /// Inserts new resources of `rt` in one statement: `items` are the id each gets and what it
@@ -232,11 +231,7 @@ pub fn update(tx: &mut dyn Tx, rt: &'static ResourceType, id: &str, changes: &Ch
         );
         returned(tx, rt, &sql, &values)?
     };
-    // Nothing updated: the resource as it is, if it exists.
-    let rec = match rec {
-        Some(rec) => rec,
-        None => get(tx, Selection::tagged(rt), id)?.ok_or_else(|| not_found(rt, id))?,
-    };
+    // Nothing updated: `finish_children` reads the resource as it is, if it exists.
     finish_children(tx, rt, id, changes, rec, now)
 }
 

@@ -124,6 +124,12 @@ pub struct Query {
 }
 
 impl Query {
+    /// Whether the page is in id order (no `sort`, or `sort=id`): the order the kept page keys
+    /// serve.
+    pub fn in_id_order(&self) -> bool {
+        self.sort.is_empty() || matches!(self.sort.as_slice(), [k] if k.column == "id" && !k.descending)
+    }
+
     /// Parses `raw` (the query string without `?`) for an endpoint serving `rt`.
     pub fn parse(raw: Option<&str>, rt: &'static ResourceType, accepts: Accepts) -> Result<Query, Error> {
         let mut q = Query {

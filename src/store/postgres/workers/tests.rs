@@ -88,12 +88,21 @@ async fn long_reads_wait_behind_every_other_kind_of_work() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_long_read_that_waited_half_its_time_goes_before_short_work() {
-    let workers = Workers::new(1, Duration::from_millis(400));
+    let workers = Workers::new(1, LONG);
     let (release, running) = holding(&workers);
     running.recv().unwrap();
     let (order, push) = recorder();
-    let long = workers.run(Queue::Later, push("long"));
-    std::thread::sleep(Duration::from_millis(250));
+    // A long read queued more than half of `LONG` ago (no sleep: its queueing time is set).
+    let (done, long) = tokio::sync::oneshot::channel();
+    let job = push("long");
+    let queued = Instant::now() - LONG / 2 - Duration::from_secs(1);
+    lock(&workers.inner.state).later.push_back((
+        queued,
+        Box::new(move || {
+            job();
+            let _ = done.send(());
+        }),
+    ));
     let short = workers.run(Queue::Back, push("short"));
     release.send(()).unwrap();
     within(long).await.unwrap();
