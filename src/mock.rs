@@ -44,7 +44,7 @@ const CATALOGUE: &[(&str, &str, &str, &[Subject])] = &[
 
 /// Fills an empty database with the demo catalogue.
 pub async fn seed(db: &Db) -> Result<(), String> {
-    db.write(|c| {
+    db.write(&crate::store::WriteContext::system("coursed"), |c| {
         let mut create = |rt: &'static ResourceType, doc: serde_json::Value| {
             let changes = body::resource(rt, doc.to_string().as_bytes(), Mode::Create)?;
             write::create(c, rt, &changes).map(|rec| rec.id)

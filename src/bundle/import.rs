@@ -59,7 +59,7 @@ pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, St
     };
     check_header(number, first)?;
     let existing = if opts.merge { Existing::Keep } else { Existing::Refuse };
-    let target = Target { existing, commit: !opts.dry_run, hint: "or --merge" };
+    let target = Target { existing, commit: !opts.dry_run, hint: "or --merge", by: "import" };
     let name = display_name(database);
     let new_file = !crate::store::is_postgres_url(database) && !std::path::Path::new(database).exists();
     let imported = crate::store::bulk_into(database, target, crate::store::COMMAND_WAIT, |tx| {

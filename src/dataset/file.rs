@@ -121,7 +121,7 @@ pub fn load(database: &str, file: &Path, ids_dir: Option<&Path>) -> Result<Count
         serde_json::from_slice(&bytes).map_err(|e| format!("{} is not a dataset: {e}", file.display()))?;
     data.check_ids().map_err(|e| format!("{} is not a dataset: {e}", file.display()))?;
     let now = Value::Time(crate::time::now_ms());
-    let counts = crate::store::bulk_into(database, Target::empty(), crate::store::COMMAND_WAIT, |tx| {
+    let counts = crate::store::bulk_into(database, Target::empty().by("load"), crate::store::COMMAND_WAIT, |tx| {
         let mut w = Loader::new(tx);
         let mut fill = || -> Result<(), DbError> {
             for m in &data.modules {

@@ -53,7 +53,7 @@ pub fn generate(database: &str, shape: Shape, ids_dir: Option<&Path>) -> Result<
     };
     let mut modules = Vec::new();
     let mut subjects = Vec::new();
-    let counts = crate::store::bulk_into(database, Target::empty(), crate::store::COMMAND_WAIT, |tx| {
+    let counts = crate::store::bulk_into(database, Target::empty().by("generate"), crate::store::COMMAND_WAIT, |tx| {
         let mut w = Loader::new(tx);
         let mut fill = || -> Result<(), DbError> {
             for m in 0..shape.modules {

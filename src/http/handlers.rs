@@ -41,12 +41,12 @@ pub async fn dispatch(
         return error_reply(&e);
     }
     match route {
-        Some(route) => answer(caller.as_ref(), route, Req { method, path, query, headers, body }, app).await,
+        Some(route) => answer(route, Req { method, path, query, headers, body, caller }, app).await,
         None => error_reply(&Error::no_route()),
     }
 }
 
-async fn answer(caller: Option<&Caller>, route: Route, mut req: Req, app: Arc<App>) -> Response {
+async fn answer(route: Route, mut req: Req, app: Arc<App>) -> Response {
     if let Some(allow) = route.allow() {
         if req.method == Method::OPTIONS {
             return options(allow);
@@ -56,7 +56,7 @@ async fn answer(caller: Option<&Caller>, route: Route, mut req: Req, app: Arc<Ap
         }
         // A write the path answers, with a read-only token (a path that names nothing is a
         // 404 for every token, below).
-        if let Some(caller) = caller.filter(|c| !c.scope.writes()) {
+        if let Some(caller) = req.caller.as_ref().filter(|c| !c.scope.writes()) {
             if !matches!(req.method, Method::GET | Method::HEAD) {
                 return error_reply(&Error::read_only(&caller.name));
             }
@@ -73,6 +73,9 @@ async fn answer(caller: Option<&Caller>, route: Route, mut req: Req, app: Arc<Ap
             Route::Related(rt, id, rel) => related::related(&app, rt, &id, &rel, req).await,
             Route::Relationship(rt, id, rel) => related::relationship(&app, rt, &id, &rel, req).await,
             Route::Operations => super::operations::operations(&app, req).await,
+            Route::Feed => super::revisions::feed(&app, req).await,
+            Route::Revision(id) => super::revisions::one(&app, &id, req).await,
+            Route::History(rt, id) => super::revisions::of_resource(&app, rt, &id, req).await,
         }
     };
     match AssertUnwindSafe(work).catch_unwind().await {
@@ -124,6 +127,7 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
             let base = app.base(&req.headers)?;
             let cond = IfMatch::of(&req.headers, app.require_if_match)?;
+            let ctx = req.context();
             let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
             let changes = {
                 let id = id.clone();
@@ -134,7 +138,7 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let rec = {
                 let base = base.clone();
                 app.db
-                    .write_in(atomicity, move |tx| {
+                    .write_in(&ctx, atomicity, move |tx| {
                         if !cond.is_absent() {
                             cond.check(current_tag(tx, &base, rt, &id)?.as_deref())?;
                         }
@@ -150,7 +154,7 @@ async fn item(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> R
             let base = if cond.is_absent() { None } else { Some(app.base(&req.headers)?) };
             let atomicity = if cond.is_absent() { write::delete_atomicity(rt) } else { Atomicity::Transaction };
             app.db
-                .write_in(atomicity, move |tx| {
+                .write_in(&req.context(), atomicity, move |tx| {
                     if let Some(base) = &base {
                         cond.check(current_tag(tx, base, rt, &id)?.as_deref())?;
                     }
@@ -168,10 +172,11 @@ async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Respon
     check_content_type(&req.headers)?;
     let q = Query::parse(req.query.as_deref(), rt, Accepts::Single)?;
     let base = app.base(&req.headers)?;
+    let ctx = req.context();
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
     let changes =
         heavy::run(bytes.len(), app.request_timeout, move || body::resource(rt, &bytes, Mode::Create)).await?;
-    let rec = app.db.write_in(write::atomicity(&changes), move |tx| write::create(tx, rt, &changes)).await?;
+    let rec = app.db.write_in(&ctx, write::atomicity(&changes), move |tx| write::create(tx, rt, &changes)).await?;
     Ok(written(app, base, rt, q, rec, StatusCode::CREATED).await)
 }
 

@@ -19,6 +19,7 @@ mod operations;
 mod read;
 mod related;
 mod reply;
+pub mod revisions;
 mod route;
 mod web;
 
@@ -36,6 +37,7 @@ use warp::reply::Response;
 use warp::{Filter, Rejection};
 
 use crate::app::App;
+use crate::store::WriteContext;
 use crate::tokens::{Caller, Refusal};
 
 pub use access::Template;
@@ -53,6 +55,16 @@ pub struct Req {
     pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: BodyStream,
+    /// Who sends it (`None` only for what needs no token).
+    pub caller: Option<Caller>,
+}
+
+impl Req {
+    /// What the revisions of the request's writes name as their author: the caller, as the
+    /// access log names it.
+    pub fn context(&self) -> WriteContext {
+        WriteContext::new(self.caller.as_ref().map_or_else(|| Arc::from("anonymous"), |c| c.name.clone()))
+    }
 }
 
 /// The whole API: `GET /v1/openapi.json`, `/healthz` and `/readyz` without a token, everything

@@ -77,6 +77,7 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
 
     check_content_type(&req.headers)?;
     let cond = IfMatch::of(&req.headers, app.require_if_match)?;
+    let ctx = req.context();
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
     let linkage = super::heavy::run(bytes.len(), app.request_timeout, move || body::relationship(rel, &bytes)).await?;
     let how = match req.method {
@@ -84,7 +85,7 @@ pub async fn relationship(app: &App, rt: &'static ResourceType, raw_id: &str, re
         Method::POST => LinkageWrite::Add,
         _ => LinkageWrite::Remove,
     };
-    let (tag, body) = app.db.write(move |tx| write_linkage(tx, &base, rt, &id, &linkage, how, &cond)).await?;
+    let (tag, body) = app.db.write(&ctx, move |tx| write_linkage(tx, &base, rt, &id, &linkage, how, &cond)).await?;
     // The new linkage document is the answer to PATCH; POST and DELETE answer 204.
     let body = (how == LinkageWrite::Replace).then_some(body);
     let r = match body {

@@ -17,6 +17,12 @@ pub enum Route {
     Relationship(&'static ResourceType, String, String),
     /// `/operations`: atomic operations.
     Operations,
+    /// `/revisions`: the change feed.
+    Feed,
+    /// `/revisions/{id}`: one revision.
+    Revision(String),
+    /// `/{type}/{id}/revisions`: a resource's revisions.
+    History(&'static ResourceType, String),
 }
 
 /// The methods a route answers, as `Allow` lists them.
@@ -54,6 +60,7 @@ impl Route {
         match self {
             Route::Collection(_) => Some(COLLECTION),
             Route::Operations => Some(OPERATIONS),
+            Route::Feed | Route::Revision(_) | Route::History(..) => Some(READ_ONLY),
             Route::Item(..) => Some(ITEM),
             Route::Related(rt, _, rel) => rt.relationship(rel).map(|_| RELATED),
             Route::Relationship(rt, _, rel) => {
@@ -67,6 +74,9 @@ impl Route {
         Some(match self {
             Route::Collection(rt) => Template::Collection(rt.name),
             Route::Operations => Template::Fixed("/v1/operations"),
+            Route::Feed => Template::Fixed("/v1/revisions"),
+            Route::Revision(_) => Template::Item("revisions"),
+            Route::History(rt, _) => Template::Related(rt.name, "revisions"),
             Route::Item(rt, _) => Template::Item(rt.name),
             Route::Related(rt, _, rel) => Template::Related(rt.name, rt.relationship(rel)?.name),
             Route::Relationship(rt, _, rel) => Template::Relationship(rt.name, rt.relationship(rel)?.name),
@@ -114,11 +124,20 @@ impl Route {
         if segments[..n] == ["operations"] {
             return Some(Route::Operations);
         }
+        if segments[0] == "revisions" {
+            return match n {
+                1 => Some(Route::Feed),
+                2 => Some(Route::Revision(segments[1].to_owned())),
+                _ => None,
+            };
+        }
         let rt = segments[0].parse::<TypeSegment>().ok()?.0;
         let owned = |i: usize| segments[i].to_owned();
         match n {
             1 => Some(Route::Collection(rt)),
             2 => Some(Route::Item(rt, owned(1))),
+            // No relationship is named `revisions` (a test below keeps it so).
+            3 if segments[2] == "revisions" => Some(Route::History(rt, owned(1))),
             3 => Some(Route::Related(rt, owned(1), owned(2))),
             _ if segments[2] == "relationships" => Some(Route::Relationship(rt, owned(1), owned(3))),
             _ => None,
@@ -137,6 +156,9 @@ mod tests {
             Route::Item(rt, id) => format!("item {} {id}", rt.name),
             Route::Related(rt, id, rel) => format!("related {} {id} {rel}", rt.name),
             Route::Relationship(rt, id, rel) => format!("relationship {} {id} {rel}", rt.name),
+            Route::Feed => "feed".into(),
+            Route::Revision(id) => format!("revision {id}"),
+            Route::History(rt, id) => format!("history {} {id}", rt.name),
         })
     }
 
@@ -151,6 +173,10 @@ mod tests {
         assert_eq!(shape("subjects/1/module"), some("related subjects 1 module"));
         assert_eq!(shape("subjects/1/relationships"), some("related subjects 1 relationships"));
         assert_eq!(shape("subjects/1/relationships/chapters/"), some("relationship subjects 1 chapters"));
+        assert_eq!(shape("revisions"), some("feed"));
+        assert_eq!(shape("revisions/r1/"), some("revision r1"));
+        assert_eq!(shape("chapters/1/revisions"), some("history chapters 1"));
+        assert!(crate::resources::TYPES.iter().all(|rt| rt.relationship("revisions").is_none()));
         for none in [
             "",
             "/",
@@ -162,6 +188,8 @@ mod tests {
             "subjects/1/other/chapters",
             "subjects/1/relationships/chapters/more",
             "operations/1",
+            "revisions/1/x",
+            "revisions//",
         ] {
             assert_eq!(shape(none), None, "{none:?}");
         }

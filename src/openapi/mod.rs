@@ -5,6 +5,7 @@
 mod operations;
 mod params;
 mod patterns;
+mod revisions;
 mod schemas;
 mod web;
 
@@ -47,6 +48,7 @@ pub fn document() -> Value {
             "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}}}}),
     );
     paths.insert("/operations".into(), operations::path());
+    revisions::add(&mut paths, &mut schemas);
     web::add_web(&mut paths);
     add_throttled(&mut paths);
     add_unreadable(&mut paths);

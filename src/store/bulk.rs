@@ -32,6 +32,8 @@ pub struct Target {
     pub commit: bool,
     /// What to suggest when the target is refused for holding resources, e.g. `or --replace`.
     pub hint: &'static str,
+    /// The command, as the revisions it records name it (`load`, `import`, ...).
+    pub by: &'static str,
 }
 
 impl Target {
@@ -41,7 +43,13 @@ impl Target {
             existing: if replace { Existing::Replace } else { Existing::Refuse },
             commit: true,
             hint: "or --replace",
+            by: "coursed",
         }
+    }
+
+    /// The same target, the revisions recorded named by the command `by`.
+    pub fn by(self, by: &'static str) -> Target {
+        Target { by, ..self }
     }
 
     /// A target that must hold no resources, for a command that offers no way around that.

@@ -115,6 +115,50 @@ impl Dialect {
     }
 }
 
+/// How each engine writes the JSON of a revision's `changes` (see `store/history.rs`): the same
+/// text on both, as their history triggers write it.
+impl Dialect {
+    /// The functions that build a JSON object and a JSON array from SQL values.
+    pub fn json_builders(self) -> (&'static str, &'static str) {
+        match self {
+            Dialect::Sqlite => ("json_object", "json_array"),
+            Dialect::Postgres => ("json_build_object", "json_build_array"),
+        }
+    }
+
+    /// The column `expr` of `kind` as its JSON value: a boolean as `true`/`false` (SQLite
+    /// stores 0/1), a time as the API writes it (PostgreSQL stores `timestamptz`).
+    pub fn json_value(self, expr: &str, kind: crate::resources::Kind) -> String {
+        use crate::resources::Kind;
+        match (self, kind) {
+            (Dialect::Sqlite, Kind::Bool) => {
+                format!("CASE {expr} WHEN 0 THEN json('false') WHEN 1 THEN json('true') END")
+            }
+            (Dialect::Postgres, Kind::Timestamp) => format!("coursed_time({expr})"),
+            _ => expr.to_owned(),
+        }
+    }
+
+    /// The time now, as the API writes times, when a revision is recorded.
+    pub fn revision_time(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')",
+            Dialect::Postgres => "date_trunc('milliseconds', clock_timestamp())",
+        }
+    }
+
+    /// `insert` (an `INSERT INTO revisions ...`) made to note its rows for the feed, where the
+    /// engine gives revisions their place after commit (PostgreSQL: `sequencer.rs`).
+    pub fn noted_for_feed(self, insert: &str) -> String {
+        match self {
+            Dialect::Sqlite => insert.to_owned(),
+            Dialect::Postgres => {
+                format!("WITH r AS ({insert} RETURNING id) INSERT INTO revision_pending (revision) SELECT id FROM r")
+            }
+        }
+    }
+}
+
 /// `sql` with its `?` placeholders numbered `$1`, `$2`, ... (PostgreSQL's form). `?` inside
 /// quoted strings and identifiers is left alone.
 pub fn numbered(sql: &str) -> String {

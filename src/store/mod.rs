@@ -11,6 +11,7 @@ pub mod budget;
 pub mod bulk;
 pub mod clauses;
 pub mod dialect;
+pub mod history;
 pub mod list;
 pub mod paging;
 pub mod relations;
@@ -114,6 +115,39 @@ pub enum Atomicity {
     OneStatement,
 }
 
+/// Who makes a write, and as what: recorded with every revision the write makes (see
+/// `docs/design/history.md`). Each engine hands it to the database itself, only when it differs
+/// from what the connection holds already.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteContext {
+    /// The caller's name as the access log gives it (a database token's name, `config`,
+    /// `bootstrap`), or the command that writes (`import`, `load`, ...).
+    pub by: Arc<str>,
+    /// The write restores a revision: its revisions say `restore` instead of `update`/`create`.
+    pub restore: bool,
+}
+
+impl WriteContext {
+    pub fn new(by: Arc<str>) -> WriteContext {
+        WriteContext { by, restore: false }
+    }
+
+    /// A write made by coursed itself or by a command.
+    pub fn system(by: &'static str) -> WriteContext {
+        WriteContext::new(Arc::from(by))
+    }
+
+    /// The same caller, restoring a revision.
+    pub fn restoring(self) -> WriteContext {
+        WriteContext { restore: true, ..self }
+    }
+
+    /// The action the revisions of this write take instead of their own, if any.
+    pub fn action(&self) -> Option<&'static str> {
+        self.restore.then_some("restore")
+    }
+}
+
 /// A handle on the database; cheap to clone. The engine closes when the last handle is dropped.
 #[derive(Clone)]
 pub struct Db {
@@ -192,23 +226,33 @@ impl Db {
 
     /// Runs `f` as one all-or-nothing write and returns once it is committed. `f` may run more
     /// than once when the engine retries a transaction that conflicted with a concurrent one.
-    pub async fn write<T, F>(&self, f: F) -> Result<T>
+    /// The revisions it records name `ctx`.
+    pub async fn write<T, F>(&self, ctx: &WriteContext, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
-        self.write_in(Atomicity::Transaction, f).await
+        self.write_in(ctx, Atomicity::Transaction, f).await
     }
 
     /// [`Db::write`], told how much of `f` must be one transaction.
-    pub async fn write_in<T, F>(&self, atomicity: Atomicity, f: F) -> Result<T>
+    pub async fn write_in<T, F>(&self, ctx: &WriteContext, atomicity: Atomicity, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
         match &self.inner.engine {
-            Engine::Sqlite(e) => e.write(f).await,
-            Engine::Postgres(e) => e.write(atomicity, f).await,
+            Engine::Sqlite(e) => e.write(ctx.clone(), f).await,
+            Engine::Postgres(e) => e.write(ctx.clone(), atomicity, f).await,
+        }
+    }
+
+    /// Makes every revision committed so far readable in the change feed (PostgreSQL gives
+    /// revisions their place after they commit; SQLite as they commit).
+    pub async fn sync_feed(&self) -> Result<()> {
+        match &self.inner.engine {
+            Engine::Sqlite(_) => Ok(()),
+            Engine::Postgres(e) => e.sync_feed().await,
         }
     }
 
@@ -232,7 +276,10 @@ impl Db {
     pub async fn keep_setting(&self, name: &'static str, value: String) -> Result<Option<(String, bool)>> {
         match &self.inner.engine {
             Engine::Sqlite(_) => Ok(None),
-            Engine::Postgres(_) => self.write(move |tx| Ok(postgres::keep_setting(tx, name, &value)?)).await.map(Some),
+            Engine::Postgres(_) => self
+                .write(&WriteContext::system("coursed"), move |tx| Ok(postgres::keep_setting(tx, name, &value)?))
+                .await
+                .map(Some),
         }
     }
 
@@ -277,7 +324,7 @@ pub fn bulk<T>(
     wait: Duration,
     f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, String>,
 ) -> std::result::Result<T, String> {
-    bulk_into(path, bulk::Target::new(replace), wait, f)
+    bulk_into(path, bulk::Target::new(replace).by("copy"), wait, f)
 }
 
 /// [`bulk`], with what becomes of the resources the target holds, and whether it commits,

@@ -8,6 +8,7 @@
 use crate::error::Error;
 use crate::store::dialect::Dialect;
 use crate::store::paging::PageIndex;
+use crate::store::WriteContext;
 pub use crate::value::{Cell, Value};
 
 /// A row being stepped.
@@ -85,6 +86,8 @@ pub trait Tx {
     fn has_marks(&self) -> bool {
         false
     }
+    /// Tells the history triggers who makes the writes that follow in this unit of work.
+    fn set_context(&mut self, ctx: &WriteContext) -> Result<(), DbError>;
 }
 
 /// See [`Tx::mark`]: on SQLite, the header of the WAL index the snapshot reads (its frame count,

@@ -164,7 +164,11 @@ impl Auth {
         }
         let (db, id) = (db.clone(), id.to_owned());
         tokio::spawn(async move {
-            let written = db.write(move |tx| Ok(store::touch(tx, &id, now, LAST_USED_GRANULARITY_MS)?)).await;
+            let written = db
+                .write(&crate::store::WriteContext::system("coursed"), move |tx| {
+                    Ok(store::touch(tx, &id, now, LAST_USED_GRANULARITY_MS)?)
+                })
+                .await;
             if let Err(e) = written {
                 log::debug!("cannot record a token's last use: {e}");
             }

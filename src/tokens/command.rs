@@ -117,7 +117,7 @@ fn on_database<T: Send + 'static>(
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let done = runtime.block_on(db.write(move |tx| Ok(f(tx)?)));
+    let done = runtime.block_on(db.write(&crate::store::WriteContext::system("coursed"), move |tx| Ok(f(tx)?)));
     drop(runtime);
     drop(db);
     done.map_err(|e| format!("{}: {e}", display_name(database)))

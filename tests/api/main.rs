@@ -13,6 +13,7 @@ mod engines;
 mod errors;
 mod files;
 mod helpers;
+mod history;
 mod include_fields;
 mod openapi;
 mod operations;

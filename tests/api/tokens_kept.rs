@@ -82,7 +82,7 @@ async fn the_caller_is_in_the_response_extensions_and_last_use_is_recorded_once_
     let earlier = first - 30_000;
     t.app
         .db
-        .write(move |tx| {
+        .write(&coursed::store::WriteContext::system("test"), move |tx| {
             let sql = "UPDATE coursed_tokens SET last_used_at = ?";
             Ok(tx.execute(sql, &[coursed::store::Value::Int(earlier)])?)
         })
@@ -111,7 +111,7 @@ async fn statements_of_uses(t: &TestApp, token: &str) -> u64 {
     // spawned before this test's task again); on SQLite the one writer then runs it before the
     // write below, on PostgreSQL it gets a moment on a connection of its own.
     tokio::task::yield_now().await;
-    t.app.db.write(|_| Ok(())).await.unwrap();
+    t.app.db.write(&coursed::store::WriteContext::system("test"), |_| Ok(())).await.unwrap();
     if t.engine == Engine::Postgres {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     }

@@ -63,12 +63,13 @@ pub async fn operations(app: &App, req: Req) -> Result<Response> {
         return Err(Problem::bad_param(name, "`/operations` takes no query parameters.").into());
     }
     let base = app.base(&req.headers)?;
+    let ctx = req.context();
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
     let ops = super::heavy::run(bytes.len(), app.request_timeout, move || parse(&bytes)).await?;
     let required = app.require_if_match;
     let outcomes = app
         .db
-        .write(move |tx| {
+        .write(&ctx, move |tx| {
             let mut lids = Lids::default();
             let mut outcomes = Vec::with_capacity(ops.len());
             let mut i = 0;

@@ -41,6 +41,8 @@ pub struct Engine {
     pub name: Arc<str>,
     /// The threads all of it runs on.
     pub workers: super::workers::Workers,
+    /// Wakes the change feed's sequencer (see `sequencer.rs`).
+    pub feed: Arc<super::sequencer::Nudge>,
 }
 
 /// The writes waiting, and how many leaders are running groups.
@@ -193,7 +195,7 @@ fn run_group(engine: &Engine, mut group: Vec<Box<dyn Job>>) {
     if tx.failed {
         // Nothing of the group is kept; each write runs again on its own.
         if !tx.conn.broken && !tx.conn.cancel_deferred() {
-            let _ = tx.batch("ROLLBACK");
+            tx.rollback();
         }
         drop(conn);
         log::debug!("a group of {} writes failed; running them one by one", group.len());

@@ -5,8 +5,11 @@ use std::time::Duration;
 
 use super::connect::Manager;
 use super::tx::PgTx;
-use crate::store::bulk::{counts, Target};
+use crate::resources::TYPES;
+use crate::store::bulk::{counts, Existing, Target};
+use crate::store::history;
 use crate::store::tx::{Shared, Tx};
+use crate::store::WriteContext;
 
 const TABLES: &str = "modules, subjects, chapters";
 
@@ -48,8 +51,11 @@ pub fn bulk<T>(
     // The recount at the end is one statement over every resource: no request's time limit.
     tx.batch("SET LOCAL statement_timeout = 0").map_err(fail)?;
     let outcome = (|| {
+        tx.set_context(&WriteContext::system(target.by)).map_err(fail)?;
         let existing = counts(&mut tx).map_err(fail)?.total();
         if target.clear_first(&name, existing)? {
+            // TRUNCATE fires no row triggers: the deletions are recorded first.
+            history::record_every(&mut tx, "delete", target.by).map_err(fail)?;
             tx.batch(&format!("TRUNCATE {TABLES}, row_counts")).map_err(fail)?;
         }
         tx.batch(
@@ -57,7 +63,20 @@ pub fn bulk<T>(
              ALTER TABLE chapters DISABLE TRIGGER USER",
         )
         .map_err(fail)?;
+        let merging = target.existing == Existing::Keep;
+        if merging {
+            // A merge records each change as a request would.
+            tx.batch(&TYPES.iter().map(|rt| {
+                let t = rt.table;
+                format!("ALTER TABLE {t} ENABLE TRIGGER {t}_revision; ALTER TABLE {t} ENABLE TRIGGER {t}_revision_update")
+            }).collect::<Vec<_>>().join("; "))
+            .map_err(fail)?;
+        }
         let value = f(&mut tx)?;
+        if !merging {
+            // A load records one `create` per resource, in one statement per type.
+            history::record_every(&mut tx, "create", target.by).map_err(fail)?;
+        }
         tx.batch(RECOUNT).map_err(fail)?;
         tx.batch(
             "ALTER TABLE modules ENABLE TRIGGER USER; ALTER TABLE subjects ENABLE TRIGGER USER; \
@@ -71,6 +90,10 @@ pub fn bulk<T>(
         return outcome;
     }
     tx.batch("COMMIT").map_err(fail)?;
+    // The revisions get their place in the feed now, not at a server's next round.
+    if let Err(e) = super::sequencer::sequence(tx.conn) {
+        log::warn!("the revisions of the load wait for a server to put them in the change feed ({e})");
+    }
     // Vacuumed too: fresh statistics for the planner, and pages marked all-visible.
     tx.batch(&format!("VACUUM (ANALYZE) {TABLES}")).map_err(fail)?;
     outcome

@@ -24,8 +24,11 @@ pub struct PgConn {
     messages: Messages,
     /// The server closed the connection (or it failed): every later call fails.
     closed: bool,
-    /// A statement to send with the next one.
-    deferred: Option<&'static str>,
+    /// Statements to send with the next one (`;`-separated; empty for none).
+    deferred: String,
+    /// The write context the session holds (see [`crate::store::WriteContext`]), or is about to
+    /// once what is deferred is sent.
+    pub context: Option<crate::store::WriteContext>,
     /// Prepared statements, keyed by their `?` form.
     pub statements: HashMap<String, Statement>,
     /// The connection failed in a way that leaves it unusable (set by the transaction).
@@ -43,7 +46,8 @@ impl PgConn {
             client,
             messages,
             closed: false,
-            deferred: None,
+            deferred: String::new(),
+            context: None,
             statements: HashMap::new(),
             broken: false,
         })
@@ -60,23 +64,36 @@ impl PgConn {
         !self.is_closed()
     }
 
-    /// Holds `sql` (no parameters, no rows) back, to be sent with the next statement.
-    pub fn defer(&mut self, sql: &'static str) {
-        self.deferred = Some(sql);
+    /// Holds `sql` (no parameters, no rows) back, to be sent with the next statement, after
+    /// any held back before it.
+    pub fn defer(&mut self, sql: &str) {
+        if !self.deferred.is_empty() {
+            self.deferred.push_str("; ");
+        }
+        self.deferred.push_str(sql);
     }
 
-    /// Drops a held-back statement; `true` if there was one (so it never reached the server).
+    /// Drops the held-back statements; `true` if there were any (so they never reached the
+    /// server, a context among them).
     pub fn cancel_deferred(&mut self) -> bool {
-        self.deferred.take().is_some()
+        let any = self.take_deferred().is_some();
+        if any {
+            self.context = None;
+        }
+        any
+    }
+
+    fn take_deferred(&mut self) -> Option<String> {
+        Some(std::mem::take(&mut self.deferred)).filter(|s| !s.is_empty())
     }
 
     /// Runs statements without parameters or rows (and a held-back one first).
     pub fn batch(&mut self, sql: &str) -> Result<(), Error> {
-        let deferred = self.deferred.take();
+        let deferred = self.take_deferred();
         let client = &self.client;
         let work = async {
             if let Some(first) = deferred {
-                client.batch_execute(first).await?;
+                client.batch_execute(&first).await?;
             }
             client.batch_execute(sql).await
         };
@@ -95,7 +112,7 @@ impl PgConn {
         params: impl ExactSizeIterator<Item = P>,
         each: &mut dyn FnMut(&Row),
     ) -> Result<u64, Error> {
-        let deferred = self.deferred.take();
+        let deferred = self.take_deferred();
         let client = &self.client;
         let work = async {
             let (first, rows) = futures_util::join!(held(client, deferred), client.query_raw(st, params));
@@ -117,7 +134,7 @@ impl PgConn {
         st: &Statement,
         params: impl ExactSizeIterator<Item = P>,
     ) -> Result<u64, Error> {
-        let deferred = self.deferred.take();
+        let deferred = self.take_deferred();
         let client = &self.client;
         let work = async {
             let (first, changed) = futures_util::join!(held(client, deferred), client.execute_raw(st, params));
@@ -173,9 +190,9 @@ impl ConnectError {
 }
 
 /// The held-back statement, if any; sent on the first poll, before what it is joined with.
-async fn held(client: &Client, deferred: Option<&'static str>) -> Result<(), Error> {
+async fn held(client: &Client, deferred: Option<String>) -> Result<(), Error> {
     match deferred {
-        Some(sql) => client.batch_execute(sql).await,
+        Some(sql) => client.batch_execute(&sql).await,
         None => Ok(()),
     }
 }

@@ -4,8 +4,15 @@
 use super::client::PgConn;
 
 /// The schema migrations, in order; `coursed_schema` records those applied. Append only.
-const MIGRATIONS: &[&str] =
-    &[include_str!("../../../schema.postgres.sql"), TOKENS, SEARCH, SEARCH_COUNTS, LINKAGE_GENERATIONS, SEARCH_TITLES];
+const MIGRATIONS: &[&str] = &[
+    include_str!("../../../schema.postgres.sql"),
+    TOKENS,
+    SEARCH,
+    SEARCH_COUNTS,
+    LINKAGE_GENERATIONS,
+    SEARCH_TITLES,
+    HISTORY,
+];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/postgres/0002-tokens.sql");
 /// Search: words columns and a GIN-indexed tsvector; the words of existing rows are computed
@@ -18,6 +25,9 @@ const SEARCH_COUNTS: &str = include_str!("../../../migrations/postgres/0004-sear
 const LINKAGE_GENERATIONS: &str = include_str!("../../../migrations/postgres/0005-linkage-generations.sql");
 /// Search titles: an index of the titles' words, for the first tier of best match first.
 const SEARCH_TITLES: &str = include_str!("../../../migrations/postgres/0006-search-titles.sql");
+/// Every change kept: revisions recorded by triggers, sequenced into a feed after commit (see
+/// `sequencer.rs`).
+const HISTORY: &str = include_str!("../../../migrations/postgres/0007-history.sql");
 /// The advisory lock taken while migrating ("crsd").
 const LOCK: i64 = 0x6372_7364;
 

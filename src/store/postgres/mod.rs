@@ -20,6 +20,7 @@ mod client;
 mod connect;
 mod migrate;
 pub mod search;
+mod sequencer;
 mod tx;
 mod workers;
 
@@ -32,7 +33,7 @@ use self::connect::Manager;
 use self::tx::PgTx;
 use self::workers::Queue;
 use super::tx::{guarded, DbError, Shared, Tx};
-use super::{Atomicity, Options};
+use super::{Atomicity, Options, WriteContext};
 use crate::error::{Error, Result};
 
 pub use self::bulk::bulk;
@@ -91,8 +92,10 @@ impl Postgres {
             .test_on_check_out(false)
             .build_unchecked(manager);
         log::info!("serving PostgreSQL database {name} (sslmode {:?})", manager_mode);
-        let engine = Arc::new(Engine { pool, shared, name, workers: workers::Workers::new(WORKERS, WAIT) });
+        let workers = workers::Workers::new(WORKERS, WAIT);
+        let engine = Arc::new(Engine { pool, shared, name, workers, feed: Arc::default() });
         start_folding(Arc::downgrade(&engine));
+        sequencer::start(Arc::downgrade(&engine));
         Ok(Postgres { engine: Some(engine), batcher: Arc::default() })
     }
 
@@ -118,12 +121,17 @@ impl Postgres {
         self.spawn_in(Queue::Later, Work::Read, f).await
     }
 
-    pub async fn write<T, F>(&self, atomicity: Atomicity, f: F) -> Result<T>
+    pub async fn write<T, F>(&self, ctx: WriteContext, atomicity: Atomicity, mut f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
-        match atomicity {
+        // Each attempt (on whichever connection) and each grouped write installs its own.
+        let f = move |tx: &mut dyn Tx| {
+            tx.set_context(&ctx)?;
+            f(tx)
+        };
+        let written = match atomicity {
             Atomicity::Transaction => self.spawn(Work::Write, f).await,
             Atomicity::OneStatement => {
                 // Committed with the one-statement writes of other requests (see batch.rs).
@@ -131,7 +139,29 @@ impl Postgres {
                 self.batcher.submit(self.engine(), Box::new(Pending { f, result: None, reply }));
                 answer.await.map_err(|_| Error::internal("a grouped write was dropped"))?
             }
+        };
+        // Its revisions (if it made any) get their place in the feed soon.
+        if written.is_ok() {
+            self.engine().feed.nudge();
         }
+        written
+    }
+
+    /// Gives every revision committed so far its place in the feed (see `sequencer.rs`), so
+    /// that a feed read that follows sees them.
+    pub async fn sync_feed(&self) -> Result<()> {
+        let engine = self.engine().clone();
+        let running = self.engine().workers.run(Queue::Back, move || {
+            let mut conn = engine
+                .pool
+                .get()
+                .map_err(|e| Error::unavailable(format!("no connection to PostgreSQL at {}: {e}", engine.name)))?;
+            sequencer::sequence(&mut conn).map(drop).map_err(|e| {
+                conn.broken = conn.is_closed();
+                Error::unavailable(format!("cannot sequence the change feed: {e}"))
+            })
+        });
+        running.await.unwrap_or_else(|| Err(Error::unavailable("no connection to PostgreSQL came free in time")))
     }
 
     /// Runs `f` on a pooled connection in the calling thread (not an async one).
@@ -190,6 +220,8 @@ fn run<T>(
             // A connection lost under the write leaves its outcome unknown.
             Work::WriteOne => {
                 let result = guarded(|| f(&mut tx));
+                // A context held back for a statement that never came stays behind.
+                tx.conn.cancel_deferred();
                 let lost = tx.conn.broken;
                 (result, lost)
             }
@@ -226,7 +258,7 @@ fn transaction<T>(tx: &mut PgTx<'_>, f: &mut dyn FnMut(&mut dyn Tx) -> Result<T>
         },
         Err(e) => {
             if !tx.conn.cancel_deferred() && !tx.conn.broken {
-                let _ = tx.batch("ROLLBACK");
+                tx.rollback();
             }
             (Err(e), false)
         }

@@ -13,6 +13,7 @@ use super::client::PgConn;
 use crate::store::dialect::{numbered, Dialect};
 use crate::store::paging::PageIndex;
 use crate::store::tx::{Cell, DbError, Row, Shared, Tags, Tx, Value};
+use crate::store::WriteContext;
 
 /// A connection in one unit of work.
 pub struct PgTx<'c> {
@@ -35,9 +36,16 @@ impl<'c> PgTx<'c> {
         r.map_err(|e| self.fail(e))
     }
 
+    /// Rolls the transaction back (a failure to is the connection's, found by its next use);
+    /// the context set in it goes with it.
+    pub fn rollback(&mut self) {
+        let _ = self.batch("ROLLBACK");
+        self.conn.context = None;
+    }
+
     /// Holds `sql` back to send it with the next statement (a transaction's `BEGIN`); it counts
     /// as a statement run.
-    pub fn defer(&mut self, sql: &'static str) {
+    pub fn defer(&mut self, sql: &str) {
         self.shared.note(sql, &[]);
         self.conn.defer(sql);
     }
@@ -55,6 +63,8 @@ impl<'c> PgTx<'c> {
     /// Sorts a failure; notes conflicts (retry the transaction) and lost connections.
     pub fn fail(&mut self, e: tokio_postgres::Error) -> DbError {
         self.failed = true;
+        // The transaction ends rolled back, and a context set in it with it.
+        self.conn.context = None;
         let Some(db) = e.as_db_error() else {
             if self.conn.is_closed() || e.is_closed() || e.source().is_some_and(|s| s.is::<std::io::Error>()) {
                 self.conn.broken = true;
@@ -140,6 +150,36 @@ impl Tx for PgTx<'_> {
     fn tags(&self) -> &Tags {
         &self.shared.tags
     }
+
+    /// Sets the session's `coursed.by` and `coursed.action` (read by the history triggers) when
+    /// they differ from what it holds: sent with the next statement, no round trip of its own.
+    /// Session settings, not local ones: a one-statement write has no transaction of its own
+    /// to keep them in; a rolled back transaction takes them back (then forgotten here too).
+    fn set_context(&mut self, ctx: &WriteContext) -> Result<(), DbError> {
+        if self.conn.context.as_ref() == Some(ctx) {
+            return Ok(());
+        }
+        // Not counted as a statement of its own: it rides with the next one.
+        self.conn.defer(&context_statement(ctx));
+        self.conn.context = Some(ctx.clone());
+        Ok(())
+    }
+}
+
+/// The statement that sets `ctx` on a session, its values as literals (sent with the simple
+/// protocol, which takes no parameters).
+fn context_statement(ctx: &WriteContext) -> String {
+    format!(
+        "SELECT set_config('coursed.by', {}, false), set_config('coursed.action', {}, false)",
+        literal(&ctx.by),
+        literal(ctx.action().unwrap_or(""))
+    )
+}
+
+/// `s` as an SQL string literal (`standard_conforming_strings` is on since PostgreSQL 9.1: a
+/// backslash is itself; a quote is doubled; a NUL, which no literal can hold, is dropped).
+fn literal(s: &str) -> String {
+    format!("'{}'", s.replace('\0', "").replace('\'', "''"))
 }
 
 struct PgRow<'a>(&'a tokio_postgres::Row);

@@ -7,8 +7,10 @@ use std::time::Duration;
 use rusqlite::Connection;
 
 use super::tx::{db_error, SqliteTx};
-use crate::store::bulk::{counts, Target};
-use crate::store::tx::{Shared, Tx};
+use crate::store::bulk::{counts, Existing, Target};
+use crate::store::history;
+use crate::store::tx::{DbError, Shared, Tx};
+use crate::store::WriteContext;
 
 /// How long a load waits for the write lock of a server on the same file.
 const BUSY: Duration = Duration::from_secs(30);
@@ -33,11 +35,27 @@ pub fn bulk<T>(path: &str, target: Target, f: impl FnOnce(&mut dyn Tx) -> Result
     let shared = Shared::default();
     let mut tx = SqliteTx { conn: &conn, shared: &shared };
     let outcome = (|| {
+        let history = |e: DbError| format!("recording the history of {path} failed: {e}");
+        // The revisions name the command (the file's own `history_context`, in this
+        // transaction; set back before it commits).
+        tx.set_context(&WriteContext::system(target.by)).map_err(history)?;
         let existing = counts(&mut tx).map_err(|e| e.to_string())?.total();
         if target.clear_first(path, existing)? {
+            // The triggers record each deletion.
             conn.execute_batch("DELETE FROM chapters; DELETE FROM subjects; DELETE FROM modules;").map_err(fail)?;
         }
-        f(&mut tx)
+        let merging = target.existing == Existing::Keep;
+        if !merging {
+            // A load records one `create` per resource at the end, in one statement per type.
+            conn.execute_batch("UPDATE history_context SET recording = 0").map_err(fail)?;
+        }
+        let value = f(&mut tx)?;
+        if !merging {
+            history::record_every(&mut tx, "create", target.by).map_err(history)?;
+        }
+        conn.execute_batch("UPDATE history_context SET actor = 'sqlite', action = NULL, recording = 1")
+            .map_err(fail)?;
+        Ok(value)
     })();
     let value = match outcome {
         Ok(v) if target.commit => v,

@@ -151,6 +151,14 @@ impl GroupIndexing {
                 conn.prepare_cached(statement).map_err(sql)?;
             }
         }
+        // Who writes, for the history triggers' copies (which read TEMP tables first): the
+        // writer says so before each change of caller, without writing to the file.
+        conn.execute_batch(
+            "CREATE TEMP TABLE history_context (id INTEGER PRIMARY KEY, actor TEXT NOT NULL, action TEXT,
+                                                recording INTEGER NOT NULL);
+             INSERT INTO temp.history_context VALUES (1, 'coursed', NULL, 1);",
+        )
+        .map_err(sql)?;
         // Every other trigger of the schema, as a TEMP copy of its own text.
         for (name, text) in triggers.iter().filter(|(name, _)| !indexed.contains(name)) {
             let Some(rest) = text.strip_prefix("CREATE TRIGGER ") else {

@@ -34,7 +34,7 @@ pub use self::open::create;
 pub use self::source::{migratable, TempCopy};
 use self::tx::SqliteTx;
 use super::tx::{guarded, Shared, Tx};
-use super::{Durability, Options};
+use super::{Durability, Options, WriteContext};
 use crate::error::{Error, Result};
 
 const READERS: u32 = 8;
@@ -45,7 +45,13 @@ const RESERVED: u32 = 2;
 pub(crate) type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
 /// A write: run against the writer's connection (or `None` when its group failed first), it
 /// says whether it succeeded and hands back how to answer once the commit outcome is known.
-pub(crate) type Job = Box<dyn FnOnce(Option<&mut dyn Tx>) -> (bool, Deliver) + Send>;
+pub(crate) type Run = Box<dyn FnOnce(Option<&mut dyn Tx>) -> (bool, Deliver) + Send>;
+
+/// A write and who makes it (the writer installs `ctx` on its connection before `run`).
+pub(crate) struct Job {
+    pub ctx: WriteContext,
+    pub run: Run,
+}
 
 pub struct Sqlite {
     /// Always `Some` until dropped: the readers close before the writer, so that the writer's
@@ -187,13 +193,13 @@ impl Sqlite {
 
     /// Runs `f` as one all-or-nothing write and returns once it is committed. `f` runs once:
     /// there is one writer, so nothing conflicts with it.
-    pub async fn write<T, F>(&self, mut f: F) -> Result<T>
+    pub async fn write<T, F>(&self, ctx: WriteContext, mut f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let job: Job = Box::new(move |conn: Option<&mut dyn Tx>| {
+        let run: Run = Box::new(move |conn: Option<&mut dyn Tx>| {
             let Some(conn) = conn else {
                 let deliver: Deliver = Box::new(move |group: Result<()>| {
                     let _ = tx.send(group.and_then(|()| Err(Error::internal("a write was skipped"))));
@@ -207,6 +213,7 @@ impl Sqlite {
             });
             (ok, deliver)
         });
+        let job = Job { ctx, run };
         let queue = self.jobs.as_ref().ok_or_else(|| Error::unavailable("database closed"))?;
         queue.send(job).map_err(|_| Error::unavailable("the writer has stopped"))?;
         rx.await.map_err(|_| Error::internal("the writer dropped a write"))?

@@ -7,7 +7,8 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
-const MIGRATIONS: &[&str] = &[include_str!("../../../schema.sql"), TOKENS, SEARCH, SEARCH_ROWS, LINKAGE_GENERATIONS];
+const MIGRATIONS: &[&str] =
+    &[include_str!("../../../schema.sql"), TOKENS, SEARCH, SEARCH_ROWS, LINKAGE_GENERATIONS, HISTORY];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/sqlite/0002-tokens.sql");
 /// Search: words columns and FTS5 indexes.
@@ -16,6 +17,8 @@ const SEARCH: &str = include_str!("../../../migrations/sqlite/0003-search.sql");
 const SEARCH_ROWS: &str = include_str!("../../../migrations/sqlite/0004-search-rows.sql");
 /// Each parent's counter of children also counts changes of the set (entity tags cover it).
 const LINKAGE_GENERATIONS: &str = include_str!("../../../migrations/sqlite/0005-linkage-generations.sql");
+/// Every change kept: revisions recorded by triggers (see `store/history.rs`).
+const HISTORY: &str = include_str!("../../../migrations/sqlite/0006-history.sql");
 /// Where a migration has coursed compute the words of the rows that exist (see
 /// [`crate::store::search::backfill`]) before it goes on.
 const WORDS_MARKER: &str = "-- coursed: words of existing rows";

@@ -7,6 +7,7 @@ use rusqlite::{ffi, params_from_iter, Connection, ToSql};
 use crate::store::dialect::Dialect;
 use crate::store::paging::PageIndex;
 use crate::store::tx::{Cell, DbError, Mark, Row, Shared, Tags, Tx, Value};
+use crate::store::WriteContext;
 
 /// A connection in one unit of work.
 pub struct SqliteTx<'c> {
@@ -54,6 +55,13 @@ impl Tx for SqliteTx<'_> {
 
     fn has_marks(&self) -> bool {
         true
+    }
+
+    /// The writer installs its writes' context itself, once per change of caller (see
+    /// `writer.rs`); here for other connections (an `import --merge`), in their transaction.
+    fn set_context(&mut self, ctx: &WriteContext) -> Result<(), DbError> {
+        let params = [Value::Text(ctx.by.to_string()), ctx.action().map_or(Value::Null, |a| Value::Text(a.into()))];
+        self.execute("UPDATE history_context SET actor = ?, action = ? WHERE id = 1", &params).map(drop)
     }
 
     fn mark(&mut self) -> Result<Option<Mark>, DbError> {

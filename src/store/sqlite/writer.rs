@@ -24,6 +24,7 @@ use super::tx::{db_error, SqliteTx};
 use super::{Deliver, Job};
 use crate::error::{Error, Result};
 use crate::store::tx::Shared;
+use crate::store::WriteContext;
 
 /// The most writes committed together.
 const MAX_GROUP: usize = 512;
@@ -84,6 +85,8 @@ fn group_loop(
     let indexing =
         GroupIndexing::install(&conn).map_err(|e| log::warn!("search indexing stays one write at a time ({e})")).ok();
     let mut checkpoints = Checkpoints::start(&conn, target);
+    // What the connection's `history_context` holds (see `history_context`).
+    let mut held: Option<WriteContext> = None;
     while let Ok(first) = queue.recv() {
         let mut group = VecDeque::from([first]);
         while group.len() < MAX_GROUP {
@@ -94,11 +97,15 @@ fn group_loop(
         }
         let mut delivers = Vec::with_capacity(group.len());
         let (size, started) = (group.len(), std::time::Instant::now());
-        let outcome = run_group(&mut conn, shared, indexing.as_ref(), &mut group, &mut delivers)
+        let outcome = run_group(&mut conn, shared, indexing.as_ref(), &mut held, &mut group, &mut delivers)
             .map_err(|e| Error::from(db_error(e)));
+        if outcome.is_err() {
+            // Rolled back with the group.
+            held = None;
+        }
         log::trace!("committed a group of {size} writes in {} µs", started.elapsed().as_micros());
         // Writes left unrun because the group failed get the group's error.
-        delivers.extend(group.into_iter().map(|job| job(None).1));
+        delivers.extend(group.into_iter().map(|job| (job.run)(None).1));
         finish(Committed { delivers, outcome });
         // After the group is on its way: a checkpoint on the writer overlaps the group's flush.
         if let Some(c) = &mut checkpoints {
@@ -177,6 +184,7 @@ fn run_group(
     conn: &mut Connection,
     shared: &Shared,
     indexing: Option<&GroupIndexing>,
+    held: &mut Option<WriteContext>,
     group: &mut VecDeque<Job>,
     delivers: &mut Vec<Deliver>,
 ) -> rusqlite::Result<()> {
@@ -184,10 +192,15 @@ fn run_group(
     let started = std::time::Instant::now();
     // Prepared once per connection, unlike rusqlite's `Savepoint`, which parses each time.
     let run = |sql: &str| tx.prepare_cached(sql).and_then(|mut st| st.execute([])).map(drop);
-    while !group.is_empty() {
+    while let Some(next) = group.front() {
+        // Outside the write's savepoint, so that a write rolled back leaves it as it is known.
+        if held.as_ref() != Some(&next.ctx) {
+            history_context(&tx, &next.ctx)?;
+            *held = Some(next.ctx.clone());
+        }
         run("SAVEPOINT write")?;
         let Some(job) = group.pop_front() else { break };
-        let (ok, deliver) = job(Some(&mut SqliteTx { conn: &tx, shared }));
+        let (ok, deliver) = (job.run)(Some(&mut SqliteTx { conn: &tx, shared }));
         delivers.push(deliver);
         if !ok {
             run("ROLLBACK TO write")?;
@@ -199,6 +212,14 @@ fn run_group(
     }
     log::trace!("ran {} writes in {} µs", delivers.len(), started.elapsed().as_micros());
     tx.commit()
+}
+
+/// Tells the history triggers who writes next: the writer's TEMP `history_context` (see
+/// `indexing.rs`), or the file's own one where the writer runs the schema's triggers.
+fn history_context(conn: &Connection, ctx: &WriteContext) -> rusqlite::Result<()> {
+    conn.prepare_cached("UPDATE history_context SET actor = ?1, action = ?2 WHERE id = 1")?
+        .execute(rusqlite::params![&*ctx.by, ctx.action()])
+        .map(drop)
 }
 
 #[cfg(test)]

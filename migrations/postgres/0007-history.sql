@@ -1,0 +1,136 @@
+-- coursed schema, PostgreSQL: every change kept (docs/design/history.md).
+--
+-- The triggers below write one row of `revisions` per change of a module, subject or chapter, in
+-- the statement that makes it, and note it in `revision_pending`. Transactions commit out of the
+-- order they drew their ids in, so the feed's order is given after commit: a sequencer (any
+-- replica, one at a time under the row lock of `revision_head`) moves committed pending rows
+-- into `revision_feed` with consecutive `seq` (src/store/postgres/sequencer.rs). Who writes is
+-- read from the session settings `coursed.by` and `coursed.action`.
+
+CREATE TABLE revisions (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    resource_type text COLLATE "C" NOT NULL,
+    resource_id   text COLLATE "C" NOT NULL,
+    number        bigint NOT NULL,
+    action        text COLLATE "C" NOT NULL CHECK (action IN ('create', 'update', 'delete', 'restore')),
+    at            timestamptz NOT NULL,
+    actor         text COLLATE "C" NOT NULL,
+    changes       json NOT NULL
+);
+CREATE UNIQUE INDEX revisions_resource ON revisions (resource_type, resource_id, number);
+CREATE TABLE revision_pending (revision bigint PRIMARY KEY);
+CREATE TABLE revision_feed (seq bigint PRIMARY KEY, revision bigint NOT NULL UNIQUE);
+CREATE TABLE revision_head (id integer PRIMARY KEY CHECK (id = 1), head bigint NOT NULL, floor bigint NOT NULL);
+INSERT INTO revision_head VALUES (1, 0, 0);
+-- Where the feed begins (after `floor`) and ends (`head`).
+CREATE VIEW history_bounds AS SELECT floor, head FROM revision_head;
+
+-- A time as the API writes it (UTC, milliseconds, `Z`), so that both engines record the same.
+CREATE FUNCTION coursed_time(t timestamptz) RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+$$;
+
+-- The revisions as the store reads them on either engine: `seq` is the place in the feed (null
+-- until sequenced), `key` what the API's id of a revision is made from.
+CREATE VIEW revision_log AS
+    SELECT f.seq, r.id AS key, r.resource_type, r.resource_id, r.number, r.action, coursed_time(r.at) AS at,
+           r.actor, r.changes::text AS changes
+    FROM revisions AS r LEFT JOIN revision_feed AS f ON f.revision = r.id;
+
+CREATE FUNCTION coursed_revision(rtype text, rid text, act text, c json) RETURNS void LANGUAGE sql AS $$
+    WITH r AS (
+        INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+        SELECT rtype, rid,
+               coalesce((SELECT max(number) FROM revisions WHERE resource_type = rtype AND resource_id = rid), 0) + 1,
+               CASE WHEN act = 'delete' THEN act ELSE coalesce(nullif(current_setting('coursed.action', true), ''), act) END,
+               date_trunc('milliseconds', clock_timestamp()),
+               coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user), c
+        RETURNING id)
+    INSERT INTO revision_pending (revision) SELECT id FROM r
+$$;
+
+
+CREATE FUNCTION modules_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM coursed_revision('modules', NEW.id, 'create', json_build_object('title', json_build_array(NULL, NEW.title), 'introduction', json_build_array(NULL, NEW.introduction), 'content', json_build_array(NULL, NEW.content), 'external_id', json_build_array(NULL, NEW.external_id), 'created_at', json_build_array(NULL, coursed_time(NEW.created_at)), 'updated_at', json_build_array(NULL, coursed_time(NEW.updated_at))));
+    ELSIF TG_OP = 'DELETE' THEN
+        PERFORM coursed_revision('modules', OLD.id, 'delete', json_build_object('title', json_build_array(OLD.title, NULL), 'introduction', json_build_array(OLD.introduction, NULL), 'content', json_build_array(OLD.content, NULL), 'external_id', json_build_array(OLD.external_id, NULL), 'created_at', json_build_array(coursed_time(OLD.created_at), NULL), 'updated_at', json_build_array(coursed_time(OLD.updated_at), NULL)));
+    ELSE
+        PERFORM coursed_revision('modules', NEW.id, 'update', (SELECT json_object_agg(k, v) FROM (VALUES
+            ('title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END),
+            ('introduction', CASE WHEN OLD.introduction IS DISTINCT FROM NEW.introduction THEN json_build_array(OLD.introduction, NEW.introduction) END),
+            ('content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END),
+            ('external_id', CASE WHEN OLD.external_id IS DISTINCT FROM NEW.external_id THEN json_build_array(OLD.external_id, NEW.external_id) END),
+            ('created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END),
+            ('updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)
+        ) AS d (k, v) WHERE v IS NOT NULL));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER modules_revision AFTER INSERT OR DELETE ON modules FOR EACH ROW EXECUTE FUNCTION modules_revision();
+CREATE TRIGGER modules_revision_update AFTER UPDATE ON modules FOR EACH ROW
+    WHEN ((OLD.title, OLD.introduction, OLD.content, OLD.external_id, OLD.created_at, OLD.updated_at) IS DISTINCT FROM (NEW.title, NEW.introduction, NEW.content, NEW.external_id, NEW.created_at, NEW.updated_at))
+    EXECUTE FUNCTION modules_revision();
+
+CREATE FUNCTION subjects_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM coursed_revision('subjects', NEW.id, 'create', json_build_object('title', json_build_array(NULL, NEW.title), 'introduction', json_build_array(NULL, NEW.introduction), 'content', json_build_array(NULL, NEW.content), 'external_id', json_build_array(NULL, NEW.external_id), 'available_for_courses', json_build_array(NULL, NEW.available_for_courses), 'module', json_build_array(NULL, NEW.module_id), 'created_at', json_build_array(NULL, coursed_time(NEW.created_at)), 'updated_at', json_build_array(NULL, coursed_time(NEW.updated_at))));
+    ELSIF TG_OP = 'DELETE' THEN
+        PERFORM coursed_revision('subjects', OLD.id, 'delete', json_build_object('title', json_build_array(OLD.title, NULL), 'introduction', json_build_array(OLD.introduction, NULL), 'content', json_build_array(OLD.content, NULL), 'external_id', json_build_array(OLD.external_id, NULL), 'available_for_courses', json_build_array(OLD.available_for_courses, NULL), 'module', json_build_array(OLD.module_id, NULL), 'created_at', json_build_array(coursed_time(OLD.created_at), NULL), 'updated_at', json_build_array(coursed_time(OLD.updated_at), NULL)));
+    ELSE
+        PERFORM coursed_revision('subjects', NEW.id, 'update', (SELECT json_object_agg(k, v) FROM (VALUES
+            ('title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END),
+            ('introduction', CASE WHEN OLD.introduction IS DISTINCT FROM NEW.introduction THEN json_build_array(OLD.introduction, NEW.introduction) END),
+            ('content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END),
+            ('external_id', CASE WHEN OLD.external_id IS DISTINCT FROM NEW.external_id THEN json_build_array(OLD.external_id, NEW.external_id) END),
+            ('available_for_courses', CASE WHEN OLD.available_for_courses IS DISTINCT FROM NEW.available_for_courses THEN json_build_array(OLD.available_for_courses, NEW.available_for_courses) END),
+            ('module', CASE WHEN OLD.module_id IS DISTINCT FROM NEW.module_id THEN json_build_array(OLD.module_id, NEW.module_id) END),
+            ('created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END),
+            ('updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)
+        ) AS d (k, v) WHERE v IS NOT NULL));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER subjects_revision AFTER INSERT OR DELETE ON subjects FOR EACH ROW EXECUTE FUNCTION subjects_revision();
+CREATE TRIGGER subjects_revision_update AFTER UPDATE ON subjects FOR EACH ROW
+    WHEN ((OLD.title, OLD.introduction, OLD.content, OLD.external_id, OLD.available_for_courses, OLD.module_id, OLD.created_at, OLD.updated_at) IS DISTINCT FROM (NEW.title, NEW.introduction, NEW.content, NEW.external_id, NEW.available_for_courses, NEW.module_id, NEW.created_at, NEW.updated_at))
+    EXECUTE FUNCTION subjects_revision();
+
+CREATE FUNCTION chapters_revision() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM coursed_revision('chapters', NEW.id, 'create', json_build_object('title', json_build_array(NULL, NEW.title), 'content', json_build_array(NULL, NEW.content), 'position', json_build_array(NULL, NEW.position), 'subject', json_build_array(NULL, NEW.subject_id), 'created_at', json_build_array(NULL, coursed_time(NEW.created_at)), 'updated_at', json_build_array(NULL, coursed_time(NEW.updated_at))));
+    ELSIF TG_OP = 'DELETE' THEN
+        PERFORM coursed_revision('chapters', OLD.id, 'delete', json_build_object('title', json_build_array(OLD.title, NULL), 'content', json_build_array(OLD.content, NULL), 'position', json_build_array(OLD.position, NULL), 'subject', json_build_array(OLD.subject_id, NULL), 'created_at', json_build_array(coursed_time(OLD.created_at), NULL), 'updated_at', json_build_array(coursed_time(OLD.updated_at), NULL)));
+    ELSE
+        PERFORM coursed_revision('chapters', NEW.id, 'update', (SELECT json_object_agg(k, v) FROM (VALUES
+            ('title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END),
+            ('content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END),
+            ('position', CASE WHEN OLD.position IS DISTINCT FROM NEW.position THEN json_build_array(OLD.position, NEW.position) END),
+            ('subject', CASE WHEN OLD.subject_id IS DISTINCT FROM NEW.subject_id THEN json_build_array(OLD.subject_id, NEW.subject_id) END),
+            ('created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END),
+            ('updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)
+        ) AS d (k, v) WHERE v IS NOT NULL));
+    END IF;
+    RETURN NULL;
+END $$;
+CREATE TRIGGER chapters_revision AFTER INSERT OR DELETE ON chapters FOR EACH ROW EXECUTE FUNCTION chapters_revision();
+CREATE TRIGGER chapters_revision_update AFTER UPDATE ON chapters FOR EACH ROW
+    WHEN ((OLD.title, OLD.content, OLD.position, OLD.subject_id, OLD.created_at, OLD.updated_at) IS DISTINCT FROM (NEW.title, NEW.content, NEW.position, NEW.subject_id, NEW.created_at, NEW.updated_at))
+    EXECUTE FUNCTION chapters_revision();
+
+-- Every resource that exists has a history from here on: one `create` each, parents first,
+-- in the feed at once.
+INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+    SELECT 'modules', r.id, 1, 'create', date_trunc('milliseconds', clock_timestamp()), 'migration', json_build_object('title', json_build_array(NULL, r.title), 'introduction', json_build_array(NULL, r.introduction), 'content', json_build_array(NULL, r.content), 'external_id', json_build_array(NULL, r.external_id), 'created_at', json_build_array(NULL, coursed_time(r.created_at)), 'updated_at', json_build_array(NULL, coursed_time(r.updated_at)))
+    FROM modules AS r ORDER BY r.id;
+INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+    SELECT 'subjects', r.id, 1, 'create', date_trunc('milliseconds', clock_timestamp()), 'migration', json_build_object('title', json_build_array(NULL, r.title), 'introduction', json_build_array(NULL, r.introduction), 'content', json_build_array(NULL, r.content), 'external_id', json_build_array(NULL, r.external_id), 'available_for_courses', json_build_array(NULL, r.available_for_courses), 'module', json_build_array(NULL, r.module_id), 'created_at', json_build_array(NULL, coursed_time(r.created_at)), 'updated_at', json_build_array(NULL, coursed_time(r.updated_at)))
+    FROM subjects AS r ORDER BY r.id;
+INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+    SELECT 'chapters', r.id, 1, 'create', date_trunc('milliseconds', clock_timestamp()), 'migration', json_build_object('title', json_build_array(NULL, r.title), 'content', json_build_array(NULL, r.content), 'position', json_build_array(NULL, r.position), 'subject', json_build_array(NULL, r.subject_id), 'created_at', json_build_array(NULL, coursed_time(r.created_at)), 'updated_at', json_build_array(NULL, coursed_time(r.updated_at)))
+    FROM chapters AS r ORDER BY r.id;
+INSERT INTO revision_feed (seq, revision) SELECT row_number() OVER (ORDER BY id), id FROM revisions;
+UPDATE revision_head SET head = (SELECT count(*) FROM revision_feed);

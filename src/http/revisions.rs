@@ -1,0 +1,283 @@
+//! The history of every change as JSON:API (see `store/history.rs`):
+//!
+//! - `GET /v1/revisions?page[after]=CURSOR&page[size]=N&filter[type]=T,...`: the change feed,
+//!   every revision in commit order, each with `meta.cursor`; `links.next` always, the same
+//!   cursor again when nothing is new.
+//! - `GET /v1/revisions/{id}`: one revision.
+//! - `GET /v1/{type}/{id}/revisions`: a resource's revisions, newest first, paged as any
+//!   collection; a deleted resource keeps them.
+//!
+//! A revision is the resource type `revisions`, read-only: attributes `action`, `number`, `at`,
+//! `by` and `changes` (`{"member": {"before": ..., "after": ...}}`, a to-one relationship as a
+//! resource identifier), and a to-one relationship `resource` to what it is about.
+
+use serde_json::{json, Map, Value as Json};
+use warp::http::StatusCode;
+use warp::reply::Response;
+
+use super::conditional::tagged;
+use super::read::parse_id;
+use super::reply::check_accept;
+use super::Req;
+use crate::app::App;
+use crate::error::{Error, Problem, Result};
+use crate::jsonapi::query::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::render::Base;
+use crate::resources::{self, ResourceType};
+use crate::store::history::{self, Revision};
+
+/// The most revisions one page of the feed holds, and how many it holds unless asked.
+pub const MAX_FEED_PAGE: u64 = 1000;
+const DEFAULT_FEED_PAGE: u64 = 100;
+
+/// The id of the revision of `key`: UUID-shaped, as every id of the API (version 8: custom),
+/// holding the key itself.
+pub fn revision_id(key: i64) -> String {
+    let k = key as u64;
+    format!("{:08x}-0000-8000-8000-{:012x}", k >> 48, k & 0xffff_ffff_ffff)
+}
+
+/// The key a revision id holds; `None` for anything [`revision_id`] does not write.
+pub fn revision_key(id: &str) -> Option<i64> {
+    let (high, low) = id.split_once("-0000-8000-8000-")?;
+    let hex = |s: &str, n: usize| {
+        (s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+            .then(|| u64::from_str_radix(s, 16).ok())
+            .flatten()
+    };
+    let key = (hex(high, 8)? << 48) | hex(low, 12)?;
+    i64::try_from(key).ok().filter(|k| *k > 0)
+}
+
+/// A feed cursor as clients see it: opaque, the place in the feed.
+fn cursor(seq: i64) -> String {
+    seq.to_string()
+}
+
+fn parse_cursor(raw: &str) -> Option<i64> {
+    raw.parse::<i64>().ok().filter(|n| *n >= 0 && !raw.starts_with('+'))
+}
+
+/// The revision as a resource object.
+fn object(base: &Base, r: &Revision) -> Json {
+    let id = revision_id(r.key);
+    let rt = resources::by_name(&r.resource_type);
+    let mut changes = Map::new();
+    if let Ok(Json::Object(members)) = serde_json::from_str::<Json>(&r.changes) {
+        for (name, pair) in members {
+            let (before, after) = match pair {
+                Json::Array(mut both) if both.len() == 2 => {
+                    let after = both.pop().unwrap_or(Json::Null);
+                    (both.pop().unwrap_or(Json::Null), after)
+                }
+                other => (Json::Null, other),
+            };
+            // A to-one relationship's value is the id of the resource it names.
+            let parent = rt.and_then(|rt| rt.relationship(&name)).filter(|r| r.is_to_one()).map(|r| r.fk.parent.name);
+            let value = |v: Json| match (parent, v) {
+                (Some(ty), Json::String(id)) => json!({"type": ty, "id": id}),
+                (_, v) => v,
+            };
+            changes.insert(name, json!({"before": value(before), "after": value(after)}));
+        }
+    }
+    let mut o = json!({
+        "type": "revisions",
+        "id": id,
+        "attributes": {"action": r.action, "number": r.number, "at": r.at, "by": r.by, "changes": changes},
+        "relationships": {"resource": {
+            "data": {"type": r.resource_type, "id": r.resource_id},
+            "links": {"related": format!("{}/{}/{}", base.as_str(), r.resource_type, r.resource_id)},
+        }},
+        "links": {"self": format!("{}/revisions/{id}", base.as_str())},
+    });
+    if let Some(seq) = r.seq {
+        o["meta"] = json!({"cursor": cursor(seq)});
+    }
+    o
+}
+
+fn body(doc: &Json) -> bytes::Bytes {
+    serde_json::to_vec(doc).unwrap_or_default().into()
+}
+
+/// The query parameters of `query`, decoded; a parameter not in `known` is a 400.
+fn params(query: Option<&str>, known: &[&str], hint: &str) -> Result<Vec<(String, String)>> {
+    let pairs: Vec<(String, String)> =
+        form_urlencoded::parse(query.unwrap_or("").as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+    for (k, _) in &pairs {
+        if !known.contains(&k.as_str()) {
+            return Err(Problem::bad_param(k, format!("Unknown query parameter `{k}`. Known: {hint}.")).into());
+        }
+    }
+    Ok(pairs)
+}
+
+fn number(pairs: &[(String, String)], name: &str, default: u64, max: u64) -> Result<u64> {
+    match pairs.iter().rev().find(|(k, _)| k == name) {
+        None => Ok(default),
+        Some((_, v)) => v.parse::<u64>().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+            Problem::bad_param(name, format!("`{name}` must be a whole number from 1 to {max}.")).into()
+        }),
+    }
+}
+
+/// `GET /v1/revisions`: the change feed.
+pub async fn feed(app: &App, req: Req) -> Result<Response> {
+    check_accept(&req.headers)?;
+    let pairs = params(
+        req.query.as_deref(),
+        &["page[after]", "page[size]", "filter[type]"],
+        "page[after], page[size], filter[type]",
+    )?;
+    let size = number(&pairs, "page[size]", DEFAULT_FEED_PAGE, MAX_FEED_PAGE)?;
+    let after = match pairs.iter().rev().find(|(k, _)| k == "page[after]") {
+        None => None,
+        Some((_, v)) => Some(parse_cursor(v).ok_or_else(|| {
+            Error::from(Problem::bad_param(
+                "page[after]",
+                "`page[after]` takes a cursor given by this feed (`meta.cursor`).",
+            ))
+        })?),
+    };
+    let mut types: Vec<&'static ResourceType> = Vec::new();
+    let mut filter = None;
+    if let Some((_, v)) = pairs.iter().rev().find(|(k, _)| k == "filter[type]") {
+        for name in v.split(',') {
+            let rt = resources::by_name(name).ok_or_else(|| {
+                Error::from(Problem::bad_param(
+                    "filter[type]",
+                    format!("Unknown type `{name}` in `filter[type]`. Known: modules, subjects, chapters."),
+                ))
+            })?;
+            if !types.iter().any(|t| t.name == rt.name) {
+                types.push(rt);
+            }
+        }
+        filter = Some(v.clone());
+    }
+    let base = app.base(&req.headers)?;
+    // What any replica committed before this request is in its answer.
+    app.db.sync_feed().await?;
+    let page = app
+        .db
+        .scan(move |tx| {
+            let floor = history::floor(tx)?;
+            let from = after.unwrap_or(floor);
+            if from < floor {
+                return Ok(Err(from));
+            }
+            Ok(Ok(history::feed(tx, from, size as usize, &types)?))
+        })
+        .await?;
+    let page = page.map_err(|_| {
+        Error::from(Problem::new(
+            StatusCode::GONE,
+            "history_pruned",
+            "The revisions after this cursor were pruned: start again from an export of the catalogue and the feed from its start.",
+        ))
+    })?;
+    let data: Vec<Json> = page.revisions.iter().map(|r| object(&base, r)).collect();
+    let link = |after: i64| {
+        let mut q = form_urlencoded::Serializer::new(String::new());
+        q.append_pair("page[after]", &cursor(after));
+        q.append_pair("page[size]", &size.to_string());
+        if let Some(f) = &filter {
+            q.append_pair("filter[type]", f);
+        }
+        format!("{}/revisions?{}", base.as_str(), q.finish())
+    };
+    let self_link = match (after, &req.query) {
+        (_, Some(q)) if !q.is_empty() => format!("{}/revisions?{q}", base.as_str()),
+        _ => format!("{}/revisions", base.as_str()),
+    };
+    let doc = json!({
+        "jsonapi": {"version": "1.0"},
+        "data": data,
+        "meta": {"page": {"size": size}, "head": cursor(page.head)},
+        "links": {"self": self_link, "next": link(page.next)},
+    });
+    Ok(tagged(&req.headers, app.web.compression, body(&doc)))
+}
+
+/// `GET /v1/revisions/{id}`.
+pub async fn one(app: &App, raw_id: &str, req: Req) -> Result<Response> {
+    check_accept(&req.headers)?;
+    params(req.query.as_deref(), &[], "none")?;
+    let gone = || Error::not_found(format!("No revision {raw_id}."));
+    let key = revision_key(raw_id).ok_or_else(gone)?;
+    let base = app.base(&req.headers)?;
+    let found = app.db.read(move |tx| Ok(history::get(tx, key)?)).await?.ok_or_else(gone)?;
+    let doc = json!({"jsonapi": {"version": "1.0"}, "data": object(&base, &found), "links": {"self": format!("{}/revisions/{raw_id}", base.as_str())}});
+    Ok(tagged(&req.headers, app.web.compression, body(&doc)))
+}
+
+/// `GET /v1/{type}/{id}/revisions`: newest first. Numbers are consecutive for each resource
+/// (a rolled back write takes none, a prune cuts the oldest), so a page is found by number.
+pub async fn of_resource(app: &App, rt: &'static ResourceType, raw_id: &str, req: Req) -> Result<Response> {
+    check_accept(&req.headers)?;
+    let pairs = params(req.query.as_deref(), &["page[number]", "page[size]"], "page[number], page[size]")?;
+    let size = number(&pairs, "page[size]", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
+    let page = number(&pairs, "page[number]", 1, u64::MAX >> 16)?;
+    let id = parse_id(rt, raw_id)?;
+    let base = app.base(&req.headers)?;
+    let read_id = id.clone();
+    let found = app
+        .db
+        .read(move |tx| {
+            let Some((min, max)) = history::numbers(tx, rt, &read_id)? else { return Ok(None) };
+            let below = max.saturating_sub(((page - 1) * size) as i64);
+            let revisions =
+                if below < min { Vec::new() } else { history::of_resource(tx, rt, &read_id, below, size as usize)? };
+            Ok(Some(((max - min + 1) as u64, revisions)))
+        })
+        .await?;
+    let Some((total, revisions)) = found else {
+        return Err(crate::store::select::not_found(rt, raw_id));
+    };
+    let path = format!("{}/{}/{}/revisions", base.as_str(), rt.name, id);
+    let last = total.div_ceil(size).max(1);
+    let count = revisions.len() as u64;
+    let (from, to) = if count == 0 { (0, 0) } else { ((page - 1) * size + 1, (page - 1) * size + count) };
+    let at = |n: u64| format!("{path}?page%5Bnumber%5D={n}&page%5Bsize%5D={size}");
+    let mut links = json!({"self": at(page), "first": at(1), "last": at(last)});
+    if page > 1 {
+        links["prev"] = json!(at((page - 1).min(last)));
+    }
+    if page < last {
+        links["next"] = json!(at(page + 1));
+    }
+    let doc = json!({
+        "jsonapi": {"version": "1.0"},
+        "data": revisions.iter().map(|r| object(&base, r)).collect::<Vec<_>>(),
+        "meta": {"page": {"currentPage": page, "perPage": size, "from": from, "to": to, "total": total, "lastPage": last}},
+        "links": links,
+    });
+    Ok(tagged(&req.headers, app.web.compression, body(&doc)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revision_ids_hold_their_key_and_nothing_else_parses() {
+        for key in [1, 2, 255, 1 << 40, (1 << 48) + 7, i64::MAX] {
+            let id = revision_id(key);
+            assert_eq!(id.len(), 36);
+            assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+            assert_eq!(revision_key(&id), Some(key), "{id}");
+        }
+        for bad in [
+            "",
+            "00000000-0000-8000-8000-00000000000",
+            "00000000-0000-8000-8000-000000000000",
+            "00000000-0000-8000-8000-00000000000A",
+            "0000000-0000-8000-8000-0000000000001",
+            "00000000-0000-4000-8000-000000000001",
+            "01a221d7-42c0-743b-b565-0ce8e4ddcc3e",
+        ] {
+            assert_eq!(revision_key(bad), None, "{bad}");
+        }
+    }
+}

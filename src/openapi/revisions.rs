@@ -1,0 +1,104 @@
+//! The history of every change (`src/http/revisions.rs`): the change feed, one revision, and
+//! a resource's revisions. Written by hand: revisions are not a declared resource type (they
+//! are read-only, and no write, bundle or search goes through them).
+
+use serde_json::{json, Map, Value};
+
+use super::READ_ERRORS;
+use crate::http::revisions::MAX_FEED_PAGE;
+use crate::jsonapi::query::MAX_PAGE_SIZE;
+use crate::jsonapi::JSONAPI;
+use crate::resources::TYPES;
+
+/// The schema of a revision's resource object.
+fn revision_schema() -> Value {
+    let types: Vec<&str> = TYPES.iter().map(|t| t.name).collect();
+    json!({"type": "object", "required": ["type", "id", "attributes", "relationships"], "properties": {
+        "type": {"const": "revisions"},
+        "id": {"type": "string", "format": "uuid"},
+        "attributes": {"type": "object", "required": ["action", "number", "at", "by", "changes"], "properties": {
+            "action": {"enum": ["create", "update", "delete", "restore"]},
+            "number": {"type": "integer", "minimum": 1, "description": "The revision's number among its resource's revisions: 1, 2, ..."},
+            "at": {"type": "string", "format": "date-time", "description": "When its write committed."},
+            "by": {"type": "string", "description": "Who wrote: a database token's name, `config`, `bootstrap`, or the command (`import`, `load`, `generate`, `copy`, `migration`)."},
+            "changes": {"type": "object", "description": "Each attribute and to-one relationship that changed: `{\"before\": ..., \"after\": ...}`; a relationship's values are resource identifiers or null. A create holds every member (before null), a delete every member (after null).",
+                "additionalProperties": {"type": "object", "required": ["before", "after"], "properties": {"before": {}, "after": {}}}},
+        }},
+        "relationships": {"type": "object", "properties": {"resource": {"type": "object", "properties": {
+            "data": {"type": "object", "properties": {"type": {"enum": types}, "id": {"type": "string"}}},
+            "links": {"$ref": "#/components/schemas/links"}}}}},
+        "meta": {"type": "object", "properties": {"cursor": {"type": "string", "description": "Its place in the change feed, for `page[after]`."}}},
+        "links": {"$ref": "#/components/schemas/links"},
+    }})
+}
+
+fn ok(description: &str, data: Value) -> Value {
+    json!({"description": description, "content": {JSONAPI: {"schema": {"type": "object", "required": ["jsonapi", "data"],
+        "properties": {"jsonapi": {"$ref": "#/components/schemas/jsonapi"}, "data": data,
+            "meta": {"type": "object"}, "links": {"$ref": "#/components/schemas/links"}}}}}})
+}
+
+fn responses(success: Value, extra: &[u16]) -> Map<String, Value> {
+    let mut r = Map::new();
+    r.insert("200".into(), success);
+    for s in READ_ERRORS.iter().chain(extra) {
+        r.insert(s.to_string(), json!({"$ref": format!("#/components/responses/{s}")}));
+    }
+    r
+}
+
+fn param(name: &str, description: String, schema: Value) -> Value {
+    json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema})
+}
+
+/// Adds the paths and the `revision` schema.
+pub fn add(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
+    schemas.insert("revision".into(), revision_schema());
+    let one = json!({"$ref": "#/components/schemas/revision"});
+    let list = json!({"type": "array", "items": one});
+    let mut feed_responses = responses(
+        ok(
+            "Revisions after the cursor, in commit order; `links.next` always (the same cursor when nothing is new).",
+            list.clone(),
+        ),
+        &[],
+    );
+    feed_responses.insert(
+        "410".into(),
+        json!({"description": "The revisions after this cursor were pruned.",
+        "content": {JSONAPI: {"schema": {"$ref": "#/components/schemas/error_document"}}}}),
+    );
+    paths.insert("/revisions".into(), json!({"get": {
+        "operationId": "getRevisions",
+        "summary": "The change feed: every revision of every resource in commit order. A client that reads on from the last `links.next` it saw never misses a revision.",
+        "tags": ["revisions"],
+        "parameters": [
+            param("page[after]", "A cursor (`meta.cursor` of a revision, or a `links.next`); the start of the feed when absent.".into(), json!({"type": "string"})),
+            param("page[size]", format!("Revisions per page, 1 to {MAX_FEED_PAGE} (default 100)."), json!({"type": "integer", "minimum": 1, "maximum": MAX_FEED_PAGE, "default": 100})),
+            param("filter[type]", "Only revisions of these types, comma-separated. A page examines at most 10,000 places of the feed; `links.next` goes on from the last one examined.".into(), json!({"type": "string"})),
+        ],
+        "responses": feed_responses,
+    }}));
+    let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "format": "uuid"}});
+    paths.insert(
+        "/revisions/{id}".into(),
+        json!({"get": {
+            "operationId": "getRevision", "summary": "One revision.", "tags": ["revisions"],
+            "parameters": [id], "responses": responses(ok("The revision.", one), &[]),
+        }}),
+    );
+    for rt in TYPES {
+        let t = rt.name;
+        paths.insert(format!("/{t}/{{id}}/revisions"), json!({"get": {
+            "operationId": format!("get_{t}_revisions"),
+            "summary": format!("The revisions of one of the {t}, newest first; a deleted one keeps them (404 only for an id that never existed)."),
+            "tags": [t],
+            "parameters": [
+                {"name": "id", "in": "path", "required": true, "schema": {"type": "string", "format": "uuid"}},
+                param("page[number]", "Page number, from 1.".into(), json!({"type": "integer", "minimum": 1, "default": 1})),
+                param("page[size]", format!("Page size, 1 to {MAX_PAGE_SIZE} (default 20)."), json!({"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 20})),
+            ],
+            "responses": responses(ok("A page of revisions.", list.clone()), &[]),
+        }}));
+    }
+}

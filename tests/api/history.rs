@@ -1,0 +1,338 @@
+//! Every change kept: revisions recorded by every kind of write, read as JSON:API, and the
+//! change feed in commit order without a gap (both engines).
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use crate::engines::{on_both, Engine};
+use crate::helpers::{many, one, TestApp};
+
+/// The feed from its start, every page followed.
+async fn whole_feed(t: &TestApp, filter: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut path = format!("/v1/revisions?page[size]=7{filter}");
+    loop {
+        let r = t.get(&path).await;
+        r.assert_status(200);
+        let data = r.data().clone();
+        let next = r.body["links"]["next"].as_str().expect("links.next always").to_owned();
+        let done = data.is_empty();
+        out.extend(data);
+        if done {
+            return out;
+        }
+        path = next.strip_prefix("http://localhost:8080").unwrap().to_owned();
+    }
+}
+
+/// (type, action, number) of each revision.
+fn shapes(revisions: &[Value]) -> Vec<(String, String, i64)> {
+    revisions
+        .iter()
+        .map(|r| {
+            let a = &r["attributes"];
+            (
+                r["relationships"]["resource"]["data"]["type"].as_str().unwrap().to_owned(),
+                a["action"].as_str().unwrap().to_owned(),
+                a["number"].as_i64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+on_both!(every_write_records_one_revision_per_resource_it_changed);
+async fn every_write_records_one_revision_per_resource_it_changed() {
+    let t = TestApp::new().await;
+    let m = t.module("Algebra").await;
+    let s = t.subject("Groups", Some(&m)).await;
+    let c = t.chapter("Axioms", &s, 1).await;
+    let patch =
+        json!({"data": {"type": "subjects", "id": s, "attributes": {"title": "Rings", "available_for_courses": true}}});
+    t.write("PATCH", &format!("/v1/subjects/{s}"), patch.clone()).await.assert_status(200);
+    // The same values again: nothing changed, nothing recorded.
+    t.write("PATCH", &format!("/v1/subjects/{s}"), patch).await.assert_status(200);
+    t.write("PATCH", &format!("/v1/subjects/{s}/relationships/module"), json!({"data": null})).await.assert_status(200);
+    t.write("POST", &format!("/v1/modules/{m}/relationships/subjects"), many("subjects", &[&s]))
+        .await
+        .assert_status(204);
+    let ops = json!({"atomic:operations": [
+        {"op": "update", "data": {"type": "chapters", "id": c, "attributes": {"position": 2}}},
+        {"op": "add", "data": {"type": "modules", "lid": "n", "attributes": {"title": "Geometry"}}},
+    ]});
+    let r = t
+        .send(
+            t.req("POST", "/v1/operations")
+                .header("content-type", "application/vnd.api+json;ext=\"https://jsonapi.org/ext/atomic\"")
+                .header("accept", "application/vnd.api+json;ext=\"https://jsonapi.org/ext/atomic\"")
+                .body(ops.to_string()),
+        )
+        .await;
+    r.assert_status(200);
+    // Deleting the module lets its subject go (a subject revision first); deleting the subject
+    // takes its chapter along (the chapter's revision after the subject's, on both engines).
+    t.delete(&format!("/v1/modules/{m}")).await.assert_status(204);
+    t.delete(&format!("/v1/subjects/{s}")).await.assert_status(204);
+
+    let feed = whole_feed(&t, "").await;
+    let expected = [
+        ("modules", "create", 1),
+        ("subjects", "create", 1),
+        ("chapters", "create", 1),
+        ("subjects", "update", 2),
+        ("subjects", "update", 3),
+        ("subjects", "update", 4),
+        ("chapters", "update", 2),
+        ("modules", "create", 1),
+        ("subjects", "update", 5),
+        ("modules", "delete", 2),
+        ("subjects", "delete", 6),
+        ("chapters", "delete", 3),
+    ];
+    let expected: Vec<_> = expected.iter().map(|(t, a, n)| (t.to_string(), a.to_string(), *n)).collect();
+    assert_eq!(shapes(&feed), expected);
+    for r in &feed {
+        assert_eq!(r["attributes"]["by"], "config", "{r}");
+    }
+    // What changed, before and after; a to-one relationship as a resource identifier.
+    let update = &feed[3]["attributes"]["changes"];
+    assert_eq!(update["title"], json!({"before": "Groups", "after": "Rings"}));
+    assert_eq!(update["available_for_courses"], json!({"before": false, "after": true}));
+    assert!(update["updated_at"]["after"].is_string());
+    let keys: Vec<&String> = update.as_object().unwrap().keys().collect();
+    assert_eq!(keys.len(), 3, "only what changed: {update}");
+    assert_eq!(
+        feed[4]["attributes"]["changes"]["module"],
+        json!({"before": {"type": "modules", "id": m}, "after": null})
+    );
+    assert_eq!(feed[1]["attributes"]["changes"]["module"]["after"], json!({"type": "modules", "id": m}));
+    assert_eq!(feed[6]["attributes"]["changes"]["position"], json!({"before": 1, "after": 2}));
+    assert_eq!(feed[10]["attributes"]["changes"]["title"], json!({"before": "Rings", "after": null}));
+
+    // A resource's revisions, newest first, paged; a deleted one keeps them.
+    let r = t.get(&format!("/v1/subjects/{s}/revisions?page[size]=4")).await;
+    r.assert_status(200);
+    let numbers: Vec<i64> = r.data().iter().map(|r| r["attributes"]["number"].as_i64().unwrap()).collect();
+    assert_eq!(numbers, [6, 5, 4, 3]);
+    assert_eq!(r.body["meta"]["page"]["total"], 6);
+    assert_eq!(r.body["meta"]["page"]["lastPage"], 2);
+    let next = r.body["links"]["next"].as_str().unwrap().strip_prefix("http://localhost:8080").unwrap().to_owned();
+    let numbers: Vec<i64> =
+        t.get(&next).await.data().iter().map(|r| r["attributes"]["number"].as_i64().unwrap()).collect();
+    assert_eq!(numbers, [2, 1]);
+    // One revision by its id, as the feed gave it.
+    let id = feed[3]["id"].as_str().unwrap();
+    let r = t.get(&format!("/v1/revisions/{id}")).await;
+    r.assert_status(200);
+    assert_eq!(r.body["data"], feed[3]);
+    // Ids that never were.
+    t.get("/v1/revisions/00000000-0000-8000-8000-00000000ffff").await.assert_problem(404);
+    t.get("/v1/revisions/nope").await.assert_problem(404);
+    t.get("/v1/subjects/01a221d7-42c0-743b-b565-0ce8e4ddcc3e/revisions").await.assert_problem(404);
+}
+
+on_both!(the_feed_pages_by_cursor_filters_by_type_and_refuses_what_it_cannot_read);
+async fn the_feed_pages_by_cursor_filters_by_type_and_refuses_what_it_cannot_read() {
+    let t = TestApp::new().await;
+    let m = t.module("M").await;
+    for i in 0..5 {
+        t.subject(&format!("S{i}"), Some(&m)).await;
+    }
+    let r = t.get("/v1/revisions?page[size]=4").await;
+    r.assert_status(200);
+    assert_eq!(r.data().len(), 4);
+    let cursors: Vec<String> = r.data().iter().map(|r| r["meta"]["cursor"].as_str().unwrap().to_owned()).collect();
+    let next = r.body["links"]["next"].as_str().unwrap().to_owned();
+    assert!(next.contains(&format!("page%5Bafter%5D={}", cursors[3])), "{next}");
+    let r = t.get(next.strip_prefix("http://localhost:8080").unwrap()).await;
+    assert_eq!(r.data().len(), 2);
+    let last = r.data()[1]["meta"]["cursor"].as_str().unwrap().to_owned();
+    // Nothing new: no revisions, and the same cursor again.
+    let r = t.get(&format!("/v1/revisions?page[after]={last}")).await;
+    r.assert_status(200);
+    assert!(r.data().is_empty());
+    assert!(r.body["links"]["next"].as_str().unwrap().contains(&format!("page%5Bafter%5D={last}&")));
+    // Something new appears after that cursor, and only it.
+    t.module("N").await;
+    let r = t.get(&format!("/v1/revisions?page[after]={last}")).await;
+    assert_eq!(shapes(r.data()), [("modules".to_string(), "create".to_string(), 1)]);
+    // Filtered by type.
+    let modules = whole_feed(&t, "&filter[type]=modules").await;
+    assert_eq!(modules.len(), 2);
+    assert_eq!(whole_feed(&t, "&filter[type]=subjects,chapters").await.len(), 5);
+    for bad in [
+        "/v1/revisions?page[size]=0",
+        "/v1/revisions?page[size]=1001",
+        "/v1/revisions?page[after]=x",
+        "/v1/revisions?page[after]=-1",
+        "/v1/revisions?filter[type]=people",
+        "/v1/revisions?sort=at",
+        "/v1/revisions?page[number]=2",
+    ] {
+        t.get(bad).await.assert_problem(400);
+    }
+    t.write("POST", "/v1/revisions", json!({})).await.assert_problem(405);
+}
+
+on_both!(replaying_the_feed_rebuilds_the_catalogue);
+async fn replaying_the_feed_rebuilds_the_catalogue() {
+    let t = TestApp::new().await;
+    // Seeded: the same writes on every run.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let (mut modules, mut subjects, mut chapters): (Vec<String>, Vec<String>, Vec<String>) = Default::default();
+    for step in 0..120 {
+        match next(9) {
+            0 | 1 => modules.push(t.module(&format!("M{step}")).await),
+            2 | 3 => {
+                let m = (!modules.is_empty() && next(3) > 0).then(|| modules[next(modules.len())].clone());
+                subjects.push(t.subject(&format!("S{step}"), m.as_deref()).await);
+            }
+            4 if !subjects.is_empty() => {
+                let s = subjects[next(subjects.len())].clone();
+                chapters.push(t.chapter(&format!("C{step}"), &s, next(5) as i64).await);
+            }
+            5 if !subjects.is_empty() => {
+                let s = subjects[next(subjects.len())].clone();
+                let body =
+                    json!({"data": {"type": "subjects", "id": s, "attributes": {"introduction": format!("i{step}")}}});
+                t.write("PATCH", &format!("/v1/subjects/{s}"), body).await.assert_status(200);
+            }
+            6 if !subjects.is_empty() && !modules.is_empty() => {
+                let (s, m) = (subjects[next(subjects.len())].clone(), modules[next(modules.len())].clone());
+                t.write("PATCH", &format!("/v1/subjects/{s}/relationships/module"), one("modules", &m))
+                    .await
+                    .assert_status(200);
+            }
+            7 if !modules.is_empty() => {
+                let m = modules.remove(next(modules.len()));
+                t.delete(&format!("/v1/modules/{m}")).await.assert_status(204);
+            }
+            8 if !subjects.is_empty() => {
+                let s = subjects.remove(next(subjects.len()));
+                t.delete(&format!("/v1/subjects/{s}")).await.assert_status(204);
+                chapters.clear(); // some went with it; the comparison below reads what is left
+            }
+            _ => {}
+        }
+    }
+    // The replay: each revision's `after` values applied in feed order.
+    let mut replayed: BTreeMap<(String, String), BTreeMap<String, Value>> = BTreeMap::new();
+    for r in whole_feed(&t, "").await {
+        let ty = r["relationships"]["resource"]["data"]["type"].as_str().unwrap().to_owned();
+        let id = r["relationships"]["resource"]["data"]["id"].as_str().unwrap().to_owned();
+        let key = (ty, id);
+        if r["attributes"]["action"] == "delete" {
+            replayed.remove(&key);
+            continue;
+        }
+        let state = replayed.entry(key).or_default();
+        for (name, change) in r["attributes"]["changes"].as_object().unwrap() {
+            state.insert(name.clone(), change["after"].clone());
+        }
+    }
+    // The catalogue as the API serves it.
+    let mut served: BTreeMap<(String, String), BTreeMap<String, Value>> = BTreeMap::new();
+    for ty in ["modules", "subjects", "chapters"] {
+        let mut page = 1;
+        loop {
+            let r = t.get(&format!("/v1/{ty}?page[size]=100&page[number]={page}")).await;
+            for d in r.data() {
+                let mut state: BTreeMap<String, Value> =
+                    d["attributes"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                for rel in ["module", "subject"] {
+                    if let Some(link) = d["relationships"].get(rel) {
+                        state.insert(rel.into(), link["data"].clone());
+                    }
+                }
+                served.insert((ty.to_owned(), d["id"].as_str().unwrap().to_owned()), state);
+            }
+            if r.data().len() < 100 {
+                break;
+            }
+            page += 1;
+        }
+    }
+    assert!(served.len() > 20, "the run made a catalogue: {}", served.len());
+    assert_eq!(replayed, served);
+}
+
+on_both!(a_load_records_one_create_per_resource_by_its_command);
+async fn a_load_records_one_create_per_resource_by_its_command() {
+    let t = TestApp::generated(coursed::dataset::Shape {
+        modules: 3,
+        subjects_per_module: 4,
+        chapters_per_subject: 2,
+        seed: 7,
+    })
+    .await;
+    let feed = whole_feed(&t, "").await;
+    assert_eq!(feed.len(), 3 + 12 + 24);
+    assert!(feed.iter().all(|r| r["attributes"]["by"] == "generate" && r["attributes"]["action"] == "create"));
+    // Parents first: a replay can link each child as it comes.
+    let kinds: Vec<String> = shapes(&feed).into_iter().map(|(t, _, _)| t).collect();
+    assert!(kinds.windows(2).all(|w| (w[0] == "modules") >= (w[1] == "modules")), "{kinds:?}");
+    // A later write goes on counting.
+    let s = t.get("/v1/subjects?page[size]=1").await.ids()[0].clone();
+    let body = json!({"data": {"type": "subjects", "id": s, "attributes": {"title": "Changed"}}});
+    t.write("PATCH", &format!("/v1/subjects/{s}"), body).await.assert_status(200);
+    let r = t.get(&format!("/v1/subjects/{s}/revisions")).await;
+    assert_eq!(shapes(r.data()), [("subjects".into(), "update".into(), 2), ("subjects".into(), "create".into(), 1)]);
+}
+
+/// PostgreSQL: a transaction that drew its revision's id first and commits last is still in
+/// the feed after a cursor handed out meanwhile; a read by revision id would have skipped it.
+#[tokio::test]
+async fn a_revision_that_commits_late_is_never_behind_a_cursor() {
+    Engine::Postgres
+        .run(async {
+            let t = TestApp::new().await;
+            let s = t.subject("Early", None).await;
+            let u = t.subject("Later", None).await;
+            let head = whole_feed(&t, "").await.last().unwrap()["meta"]["cursor"].as_str().unwrap().to_owned();
+            // Another client's transaction changes S and stays open.
+            let (url, sid) = (t.database.clone(), s.clone());
+            let (go, wait) = std::sync::mpsc::channel::<()>();
+            let (began, began_rx) = std::sync::mpsc::channel::<()>();
+            let open = std::thread::spawn(move || {
+                let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                let mut tx = c.transaction().unwrap();
+                tx.execute("SELECT set_config('coursed.by', 'other', false)", &[]).unwrap();
+                tx.execute("UPDATE subjects SET title = 'Early two' WHERE id = $1", &[&sid]).unwrap();
+                began.send(()).unwrap();
+                wait.recv().unwrap();
+                tx.commit().unwrap();
+            });
+            began_rx.recv().unwrap();
+            // Meanwhile U is changed and committed through the API.
+            let body = json!({"data": {"type": "subjects", "id": u, "attributes": {"title": "Later two"}}});
+            t.write("PATCH", &format!("/v1/subjects/{u}"), body).await.assert_status(200);
+            let r = t.get(&format!("/v1/revisions?page[after]={head}")).await;
+            let seen: Vec<&str> =
+                r.data().iter().map(|r| r["relationships"]["resource"]["data"]["id"].as_str().unwrap()).collect();
+            assert_eq!(seen, [u.as_str()], "only what committed");
+            let cursor = r.data()[0]["meta"]["cursor"].as_str().unwrap().to_owned();
+            go.send(()).unwrap();
+            open.join().unwrap();
+            let r = t.get(&format!("/v1/revisions?page[after]={cursor}")).await;
+            let late: Vec<&str> =
+                r.data().iter().map(|r| r["relationships"]["resource"]["data"]["id"].as_str().unwrap()).collect();
+            assert_eq!(late, [s.as_str()], "the late commit comes after the cursor");
+            assert_eq!(r.data()[0]["attributes"]["by"], "other");
+            // Its id was drawn before U's: an order by id would have put it behind the cursor.
+            let ids = t
+                .sql_i64(
+                    "SELECT count(*) FROM revisions a JOIN revisions b ON a.id < b.id \
+                     WHERE a.resource_id = ? AND a.number = 2 AND b.resource_id = ? AND b.number = 2",
+                    vec![coursed::store::Value::Text(s.clone()), coursed::store::Value::Text(u.clone())],
+                )
+                .await;
+            assert_eq!(ids, 1, "S's revision holds the lower id");
+        })
+        .await
+}
