@@ -336,3 +336,44 @@ async fn a_revision_that_commits_late_is_never_behind_a_cursor() {
         })
         .await
 }
+
+/// A database from before history gets one `create` per resource when first opened, parents
+/// first, by `migration`; the next write goes on counting from it.
+#[tokio::test]
+async fn a_database_from_before_history_gets_one_create_per_resource() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("old.db");
+    let now = "'2026-01-01T00:00:00.000Z'";
+    let c = rusqlite::Connection::open(&old).unwrap();
+    c.execute_batch(&format!(
+        "{}\nPRAGMA user_version = 1; PRAGMA application_id = 1668445028;
+         INSERT INTO modules (id, title, content, created_at, updated_at) VALUES
+            ('01900000-0000-7000-8000-000000000009', 'Old module', '<p>Kept</p>', {now}, {now});
+         INSERT INTO subjects (id, title, module_id, available_for_courses, created_at, updated_at) VALUES
+            ('01900000-0000-7000-8000-000000000002', 'Old subject', '01900000-0000-7000-8000-000000000009', 1, {now}, {now});
+         INSERT INTO chapters (id, title, subject_id, position, created_at, updated_at) VALUES
+            ('01900000-0000-7000-8000-000000000001', 'Old chapter', '01900000-0000-7000-8000-000000000002', 3, {now}, {now});",
+        include_str!("../../schema.sql")
+    ))
+    .unwrap();
+    drop(c);
+    let t = TestApp::open(Engine::Sqlite, old.to_str().unwrap()).await.unwrap();
+    let feed = whole_feed(&t, "").await;
+    assert_eq!(
+        shapes(&feed),
+        [
+            ("modules".into(), "create".into(), 1),
+            ("subjects".into(), "create".into(), 1),
+            ("chapters".into(), "create".into(), 1)
+        ]
+    );
+    assert!(feed.iter().all(|r| r["attributes"]["by"] == "migration"));
+    let subject = &feed[1]["attributes"]["changes"];
+    assert_eq!(subject["available_for_courses"], json!({"before": null, "after": true}));
+    assert_eq!(subject["module"]["after"], json!({"type": "modules", "id": "01900000-0000-7000-8000-000000000009"}));
+    assert_eq!(subject["created_at"]["after"], "2026-01-01T00:00:00.000Z");
+    assert_eq!(feed[2]["attributes"]["changes"]["position"]["after"], 3);
+    t.delete("/v1/chapters/01900000-0000-7000-8000-000000000001").await.assert_status(204);
+    let r = t.get("/v1/chapters/01900000-0000-7000-8000-000000000001/revisions").await;
+    assert_eq!(shapes(r.data()), [("chapters".into(), "delete".into(), 2), ("chapters".into(), "create".into(), 1)]);
+}
