@@ -134,3 +134,19 @@ INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, ch
     FROM chapters AS r ORDER BY r.id;
 INSERT INTO revision_feed (seq, revision) SELECT row_number() OVER (ORDER BY id), id FROM revisions;
 UPDATE revision_head SET head = (SELECT count(*) FROM revision_feed);
+
+-- A subject's deletion removes the counts of its chapters, and the chapters its foreign key
+-- takes along are counted out after that: each left a stray row of -1 behind for a subject that
+-- no longer exists, which a subject restored under its own id would count from. A chapter of a
+-- subject being deleted is no longer counted out of it; the stray rows go.
+CREATE OR REPLACE FUNCTION chapters_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO row_counts AS r (tbl, parent, slot, n, gen)
+    SELECT d.t, d.p, coursed_slot(), -1, 1
+    FROM (VALUES ('chapters', ''), ('chapters.subject_id', OLD.subject_id)) AS d (t, p)
+    WHERE d.p = '' OR EXISTS (SELECT 1 FROM subjects WHERE id = OLD.subject_id)
+    ON CONFLICT (tbl, parent, slot) DO UPDATE SET n = r.n - 1, gen = r.gen + 1;
+    RETURN NULL;
+END $$;
+DELETE FROM row_counts AS r
+WHERE r.tbl = 'chapters.subject_id' AND NOT EXISTS (SELECT 1 FROM subjects WHERE id = r.parent);

@@ -76,6 +76,7 @@ async fn answer(route: Route, mut req: Req, app: Arc<App>) -> Response {
             Route::Feed => super::revisions::feed(&app, req).await,
             Route::Revision(id) => super::revisions::one(&app, &id, req).await,
             Route::History(rt, id) => super::revisions::of_resource(&app, rt, &id, req).await,
+            Route::Restore(id) => super::revisions::restore(&app, &id, req).await,
         }
     };
     match AssertUnwindSafe(work).catch_unwind().await {
@@ -186,7 +187,7 @@ async fn create(app: &App, rt: &'static ResourceType, req: Req) -> Result<Respon
 /// fieldsets the document is read after the commit, within a budget like any read, never on
 /// the writer; should that read fail (the resource deleted meanwhile, a document too large),
 /// the write still stands and the plain document is sent.
-async fn written(
+pub(super) async fn written(
     app: &App,
     base: Base,
     rt: &'static ResourceType,

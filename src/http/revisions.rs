@@ -6,6 +6,7 @@
 //! - `GET /v1/revisions/{id}`: one revision.
 //! - `GET /v1/{type}/{id}/revisions`: a resource's revisions, newest first, paged as any
 //!   collection; a deleted resource keeps them.
+//! - `POST /v1/revisions/{id}/restore`: the resource as it was right after that revision.
 //!
 //! A revision is the resource type `revisions`, read-only: attributes `action`, `number`, `at`,
 //! `by` and `changes` (`{"member": {"before": ..., "after": ...}}`, a to-one relationship as a
@@ -15,13 +16,14 @@ use serde_json::{json, Map, Value as Json};
 use warp::http::StatusCode;
 use warp::reply::Response;
 
-use super::conditional::tagged;
-use super::read::parse_id;
-use super::reply::check_accept;
+use super::conditional::{tagged, IfMatch};
+use super::read::{current_tag, parse_id};
+use super::reply::{check_accept, read_body};
 use super::Req;
 use crate::app::App;
 use crate::error::{Error, Problem, Result};
 use crate::jsonapi::query::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::jsonapi::{Accepts, Query};
 use crate::render::Base;
 use crate::resources::{self, ResourceType};
 use crate::store::history::{self, Revision};
@@ -254,6 +256,37 @@ pub async fn of_resource(app: &App, rt: &'static ResourceType, raw_id: &str, req
         "links": links,
     });
     Ok(tagged(&req.headers, app.web.compression, body(&doc)))
+}
+
+/// `POST /v1/revisions/{id}/restore` (no body): brings the resource back to its state right
+/// after the revision, as a new revision (`restore`); `If-Match` is the resource's current tag.
+/// Answers 200 with the resource.
+pub async fn restore(app: &App, raw_id: &str, req: Req) -> Result<Response> {
+    check_accept(&req.headers)?;
+    params(req.query.as_deref(), &[], "none")?;
+    let key = revision_key(raw_id).ok_or_else(|| Error::not_found(format!("No revision {raw_id}.")))?;
+    let cond = IfMatch::of(&req.headers, app.require_if_match)?;
+    let base = app.base(&req.headers)?;
+    let ctx = req.context().restoring();
+    let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
+    if !bytes.is_empty() {
+        return Err(Problem::malformed("", "A restore takes no body: the revision says everything.").into());
+    }
+    let check_base = base.clone();
+    let (rt, rec) = app
+        .db
+        .write(&ctx, move |tx| {
+            let check = |tx: &mut dyn crate::store::Tx, rt: &'static ResourceType, id: &str| {
+                if cond.is_absent() {
+                    return Ok(());
+                }
+                cond.check(current_tag(tx, &check_base, rt, id)?.as_deref())
+            };
+            history::restore(tx, key, &check)
+        })
+        .await?;
+    let q = Query::parse(None, rt, Accepts::Single)?;
+    Ok(super::handlers::written(app, base, rt, q, rec, StatusCode::OK).await)
 }
 
 #[cfg(test)]

@@ -23,6 +23,8 @@ pub enum Route {
     Revision(String),
     /// `/{type}/{id}/revisions`: a resource's revisions.
     History(&'static ResourceType, String),
+    /// `/revisions/{id}/restore`: bring a resource back to a revision.
+    Restore(String),
 }
 
 /// The methods a route answers, as `Allow` lists them.
@@ -59,7 +61,7 @@ impl Route {
     pub fn allow(&self) -> Option<Allow> {
         match self {
             Route::Collection(_) => Some(COLLECTION),
-            Route::Operations => Some(OPERATIONS),
+            Route::Operations | Route::Restore(_) => Some(OPERATIONS),
             Route::Feed | Route::Revision(_) | Route::History(..) => Some(READ_ONLY),
             Route::Item(..) => Some(ITEM),
             Route::Related(rt, _, rel) => rt.relationship(rel).map(|_| RELATED),
@@ -77,6 +79,7 @@ impl Route {
             Route::Feed => Template::Fixed("/v1/revisions"),
             Route::Revision(_) => Template::Item("revisions"),
             Route::History(rt, _) => Template::Related(rt.name, "revisions"),
+            Route::Restore(_) => Template::Fixed("/v1/revisions/{id}/restore"),
             Route::Item(rt, _) => Template::Item(rt.name),
             Route::Related(rt, _, rel) => Template::Related(rt.name, rt.relationship(rel)?.name),
             Route::Relationship(rt, _, rel) => Template::Relationship(rt.name, rt.relationship(rel)?.name),
@@ -128,6 +131,7 @@ impl Route {
             return match n {
                 1 => Some(Route::Feed),
                 2 => Some(Route::Revision(segments[1].to_owned())),
+                3 if segments[2] == "restore" => Some(Route::Restore(segments[1].to_owned())),
                 _ => None,
             };
         }
@@ -159,6 +163,7 @@ mod tests {
             Route::Feed => "feed".into(),
             Route::Revision(id) => format!("revision {id}"),
             Route::History(rt, id) => format!("history {} {id}", rt.name),
+            Route::Restore(id) => format!("restore {id}"),
         })
     }
 
@@ -176,6 +181,7 @@ mod tests {
         assert_eq!(shape("revisions"), some("feed"));
         assert_eq!(shape("revisions/r1/"), some("revision r1"));
         assert_eq!(shape("chapters/1/revisions"), some("history chapters 1"));
+        assert_eq!(shape("revisions/r1/restore"), some("restore r1"));
         assert!(crate::resources::TYPES.iter().all(|rt| rt.relationship("revisions").is_none()));
         for none in [
             "",

@@ -87,6 +87,17 @@ pub fn add(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
             "parameters": [id], "responses": responses(ok("The revision.", one), &[]),
         }}),
     );
+    let restored = responses(
+        ok("The resource as restored (a document of its own type).", json!({"type": "object"})),
+        &[403, 409, 412, 428],
+    );
+    paths.insert("/revisions/{id}/restore".into(), json!({"post": {
+        "operationId": "restoreRevision",
+        "summary": "Brings the resource back to its state right after this revision: attributes and to-one relationships, re-created under its own id when it was deleted since. No body. Recorded as a new revision (`restore`); nothing is written when the resource is already in that state. `If-Match` is the resource's current ETag. 409 when it cannot be restored (the revision is a deletion, a related resource is gone, its `external_id` is taken): nothing changes.",
+        "tags": ["revisions"],
+        "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "format": "uuid"}}],
+        "responses": restored,
+    }}));
     for rt in TYPES {
         let t = rt.name;
         paths.insert(format!("/{t}/{{id}}/revisions"), json!({"get": {

@@ -9,6 +9,8 @@
 //! The feed's order is `seq`: commit order (see `postgres/sequencer.rs` for PostgreSQL).
 //! The design, with the reasons for it, is docs/design/history.md.
 
+use serde_json::{Map, Value as Json};
+
 use super::tx::{DbError, Row, Tx, Value};
 use crate::resources::{Kind, ResourceType, TYPES};
 
@@ -156,18 +158,158 @@ pub fn floor(tx: &mut dyn Tx) -> Result<i64, DbError> {
     Ok(tx.first("SELECT floor FROM history_bounds", &[])?.and_then(|v| v.cell().as_i64()).unwrap_or(0))
 }
 
+/// Every member of `rt` a revision records, as (name, column, kind): the attributes, then the
+/// to-one relationships (their column holds the id).
+fn members(rt: &ResourceType) -> impl Iterator<Item = (&'static str, &'static str, Kind)> + '_ {
+    let attributes = rt.attributes.iter().map(|a| (a.name, a.name, a.kind));
+    attributes.chain(rt.to_one().map(|r| (r.name, r.fk.column, Kind::NullableText)))
+}
+
+/// The resource `id` of `rt` as a revision shows it (every member, as JSON), if it exists.
+fn current(tx: &mut dyn Tx, rt: &ResourceType, id: &str) -> Result<Option<Map<String, Json>>, DbError> {
+    let d = tx.dialect();
+    let (object, _) = d.json_builders();
+    let pairs: Vec<String> = members(rt)
+        .map(|(name, column, kind)| format!("'{name}', {}", d.json_value(&format!("r.{column}"), kind)))
+        .collect();
+    let sql = format!("SELECT CAST({object}({}) AS TEXT) FROM {} AS r WHERE r.id = ?", pairs.join(", "), rt.table);
+    let text = tx.strings(&sql, &[Value::Text(id.to_owned())])?;
+    Ok(text.first().and_then(|t| serde_json::from_str::<Json>(t).ok()).and_then(|j| match j {
+        Json::Object(m) => Some(m),
+        _ => None,
+    }))
+}
+
+/// The most revisions a restore walks back over (newer than the one restored).
+const RESTORE_DEPTH: usize = 100_000;
+
+/// The resource as it was right after `rev` (`None`: it did not exist then), worked out
+/// backwards from how it is now: each newer revision, newest first, gives its members their
+/// `before` values. Needs no revision older than `rev`.
+fn state_after(tx: &mut dyn Tx, rt: &ResourceType, rev: &Revision) -> crate::error::Result<Option<Map<String, Json>>> {
+    let mut state = current(tx, rt, &rev.resource_id)?;
+    let sql = format!(
+        "SELECT {COLUMNS} FROM revision_log WHERE resource_type = ? AND resource_id = ? AND number > ? \
+         ORDER BY number DESC LIMIT ?"
+    );
+    let params = [
+        Value::Text(rt.name.into()),
+        Value::Text(rev.resource_id.clone()),
+        Value::Int(rev.number),
+        Value::Int(RESTORE_DEPTH as i64 + 1),
+    ];
+    let newer = revisions(tx, &sql, &params)?;
+    if newer.len() > RESTORE_DEPTH {
+        return Err(conflict(format!(
+            "Revision {} is more than {RESTORE_DEPTH} changes ago; restore a later revision first.",
+            rev.number
+        )));
+    }
+    for r in newer {
+        let Ok(Json::Object(changes)) = serde_json::from_str::<Json>(&r.changes) else {
+            return Err(crate::error::Error::internal(format!("revision {} holds no changes object", r.key)));
+        };
+        let before = |pair: &Json| pair.get(0).cloned().unwrap_or(Json::Null);
+        // A revision that made the row (a create, or a restore that brought it back): before
+        // it, there was none.
+        if changes.get("created_at").is_some_and(|c| before(c).is_null()) {
+            state = None;
+            continue;
+        }
+        let s = state.get_or_insert_with(Map::new);
+        for (name, pair) in &changes {
+            s.insert(name.clone(), before(pair));
+        }
+    }
+    Ok(state)
+}
+
+fn conflict(detail: String) -> crate::error::Error {
+    crate::error::Problem::new(warp::http::StatusCode::CONFLICT, "restore_conflict", detail).into()
+}
+
+/// Brings the resource of revision `key` back to how it was right after that revision:
+/// attributes and to-one relationships, re-created under its own id (and `created_at`) when
+/// it was deleted since. `check` runs once the resource is locked, with its type and id (the
+/// caller's `If-Match`). Records a revision (`restore`, when the caller's context says so), or
+/// none when the resource is as it was then. A conflict (the revision is a deletion, a parent
+/// is gone, the `external_id` is taken) is a 409 that changes nothing.
+pub fn restore(
+    tx: &mut dyn Tx,
+    key: i64,
+    check: &dyn Fn(&mut dyn Tx, &'static ResourceType, &str) -> crate::error::Result<()>,
+) -> crate::error::Result<(&'static ResourceType, super::Record)> {
+    use crate::jsonapi::body::{self, Mode};
+    let rev = get(tx, key)?.ok_or_else(|| crate::error::Error::not_found(format!("No revision {key}.")))?;
+    let rt = crate::resources::by_name(&rev.resource_type)
+        .ok_or_else(|| crate::error::Error::internal(format!("a revision of an unknown type {}", rev.resource_type)))?;
+    let id = rev.resource_id.clone();
+    if let Some(lock) = tx.dialect().lock_row(rt.table) {
+        tx.execute(&lock, &[Value::Text(id.clone())])?;
+    }
+    check(tx, rt, &id)?;
+    let (t, n) = (rt.name, rev.number);
+    if rev.action == "delete" {
+        return Err(conflict(format!(
+            "Revision {n} of {t} {id} records its deletion: there is nothing to bring back. Restore revision {} instead.",
+            n - 1
+        )));
+    }
+    let exists = current(tx, rt, &id)?.is_some();
+    let Some(state) = state_after(tx, rt, &rev)? else {
+        return Err(conflict(format!("{t} {id} did not exist right after revision {n}.")));
+    };
+    let mut relationships = Map::new();
+    for rel in rt.to_one() {
+        let target = rel.target();
+        let data = match state.get(rel.name) {
+            Some(Json::String(parent)) => {
+                let sql = format!("SELECT 1 FROM {} WHERE id = ?", target.table);
+                if !tx.exists(&sql, &[Value::Text(parent.clone())])? {
+                    return Err(conflict(format!(
+                        "Its {} {parent} no longer exists: restore that first, or link another.",
+                        rel.name
+                    )));
+                }
+                serde_json::json!({"type": target.name, "id": parent})
+            }
+            _ => Json::Null,
+        };
+        relationships.insert(rel.name.into(), serde_json::json!({ "data": data }));
+    }
+    for a in rt.attributes.iter().filter(|a| a.unique) {
+        if let Some(Json::String(v)) = state.get(a.name) {
+            let sql = format!("SELECT id FROM {} WHERE {} = ? AND id <> ?", rt.table, a.name);
+            if let Some(holder) = tx.strings(&sql, &[Value::Text(v.clone()), Value::Text(id.clone())])?.pop() {
+                return Err(conflict(format!("Its {} {v:?} is now held by {t} {holder}.", a.name)));
+            }
+        }
+    }
+    let attributes: Map<String, Json> = rt
+        .attributes
+        .iter()
+        .filter(|a| a.kind != Kind::Timestamp)
+        .map(|a| (a.name.to_owned(), state.get(a.name).cloned().unwrap_or(Json::Null)))
+        .collect();
+    let data = serde_json::json!({"type": t, "id": id, "attributes": attributes, "relationships": relationships});
+    let mode = if exists { Mode::Update(&id) } else { Mode::Whole(&id) };
+    let changes = body::resource_data(rt, &data, mode)?;
+    let rec = if exists {
+        super::write::update(tx, rt, &id, &changes)?
+    } else {
+        let created = state.get("created_at").and_then(Json::as_str).and_then(crate::time::parse_ms);
+        super::write::create_as(tx, rt, id.clone(), created, &changes)?
+    };
+    Ok((rt, rec))
+}
+
 /// Records one revision of `action` (`create` or `delete`) by `by` for every resource of `rt`,
 /// in id order: what a bulk load, which runs with the history triggers off, does once instead.
 /// A `create` holds every member as it is now; a `delete` every member as it was.
 pub fn record_all(tx: &mut dyn Tx, rt: &ResourceType, action: &str, by: &str) -> Result<u64, DbError> {
     let d = tx.dialect();
     let (object, array) = d.json_builders();
-    let members = rt
-        .attributes
-        .iter()
-        .map(|a| (a.name, a.name, a.kind))
-        .chain(rt.to_one().map(|r| (r.name, r.fk.column, Kind::NullableText)));
-    let pairs: Vec<String> = members
+    let pairs: Vec<String> = members(rt)
         .map(|(name, column, kind)| {
             let value = d.json_value(&format!("r.{column}"), kind);
             let pair = if action == "delete" { format!("{value}, NULL") } else { format!("NULL, {value}") };

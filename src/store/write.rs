@@ -32,14 +32,25 @@ pub fn delete_atomicity(rt: &ResourceType) -> Atomicity {
 /// Inserts a new resource and its relationships; returns it as stored (every column of
 /// [`Selection::tagged`], read back by the same statement).
 pub fn create(tx: &mut dyn Tx, rt: &'static ResourceType, changes: &Changes) -> Result<Record> {
-    let id = uuid::Uuid::now_v7().hyphenated().to_string();
+    create_as(tx, rt, uuid::Uuid::now_v7().hyphenated().to_string(), None, changes)
+}
+
+/// [`create`] under the id `id`, created at `created` (ms; now when `None`): a deleted
+/// resource restored from its history.
+pub fn create_as(
+    tx: &mut dyn Tx,
+    rt: &'static ResourceType,
+    id: String,
+    created: Option<i64>,
+    changes: &Changes,
+) -> Result<Record> {
     let now = crate::time::now_ms();
     let to_many = changes.relationships.iter().any(|l| !l.rel.is_to_one());
     if to_many {
         relations::check_targets_exist(tx, &changes.relationships)?;
     }
     let mut columns = vec!["id", "created_at", "updated_at"];
-    let mut values = vec![Value::Text(id.clone()), Value::Time(now), Value::Time(now)];
+    let mut values = vec![Value::Text(id.clone()), Value::Time(created.unwrap_or(now)), Value::Time(now)];
     for (attr, value) in &changes.attributes {
         columns.push(attr.name);
         values.push(value.clone());

@@ -377,3 +377,123 @@ async fn a_database_from_before_history_gets_one_create_per_resource() {
     let r = t.get("/v1/chapters/01900000-0000-7000-8000-000000000001/revisions").await;
     assert_eq!(shapes(r.data()), [("chapters".into(), "delete".into(), 2), ("chapters".into(), "create".into(), 1)]);
 }
+
+/// The id of the revision `number` of a resource.
+async fn revision_of(t: &TestApp, ty: &str, id: &str, number: i64) -> String {
+    let r = t.get(&format!("/v1/{ty}/{id}/revisions?page[size]=100")).await;
+    r.assert_status(200);
+    let found = r.data().iter().find(|r| r["attributes"]["number"] == number).expect("that revision");
+    found["id"].as_str().unwrap().to_owned()
+}
+
+async fn restore(t: &TestApp, revision: &str) -> crate::helpers::Resp {
+    t.send(t.req("POST", &format!("/v1/revisions/{revision}/restore"))).await
+}
+
+on_both!(a_restore_brings_a_resource_back_to_a_revision_as_a_new_revision);
+async fn a_restore_brings_a_resource_back_to_a_revision_as_a_new_revision() {
+    let t = TestApp::new().await;
+    let (m1, m2) = (t.module("One").await, t.module("Two").await);
+    let s = t.subject("First title", Some(&m1)).await;
+    let created = t.get(&format!("/v1/subjects/{s}")).await.body["data"]["attributes"]["created_at"].clone();
+    let body = json!({"data": {"type": "subjects", "id": s, "attributes": {"title": "Second title", "external_id": "S-1"},
+        "relationships": {"module": {"data": {"type": "modules", "id": m2}}}}});
+    t.write("PATCH", &format!("/v1/subjects/{s}"), body).await.assert_status(200);
+    // Back to revision 1: title, external_id and module as they were.
+    let first = revision_of(&t, "subjects", &s, 1).await;
+    let r = restore(&t, &first).await;
+    r.assert_status(200);
+    let a = &r.body["data"]["attributes"];
+    assert_eq!((a["title"].as_str(), a["external_id"].is_null()), (Some("First title"), true), "{}", r.body);
+    assert_eq!(r.body["data"]["relationships"]["module"]["data"]["id"], m1.as_str());
+    let revisions = t.get(&format!("/v1/subjects/{s}/revisions")).await;
+    let newest = &revisions.data()[0]["attributes"];
+    assert_eq!((newest["action"].as_str(), newest["number"].as_i64()), (Some("restore"), Some(3)));
+    assert_eq!(newest["changes"]["title"], json!({"before": "Second title", "after": "First title"}));
+    // The state it already has: nothing written, nothing recorded.
+    restore(&t, &first).await.assert_status(200);
+    assert_eq!(t.get(&format!("/v1/subjects/{s}/revisions")).await.body["meta"]["page"]["total"], 3);
+
+    // A deleted subject comes back under its own id and creation time, numbers going on; its
+    // chapters do not (they have revisions of their own).
+    let c = t.chapter("Chapter", &s, 1).await;
+    t.delete(&format!("/v1/subjects/{s}")).await.assert_status(204);
+    t.get(&format!("/v1/chapters/{c}")).await.assert_problem(404);
+    let deletion = revision_of(&t, "subjects", &s, 4).await;
+    let r = restore(&t, &deletion).await;
+    r.assert_problem(409);
+    assert!(r.error()["detail"].as_str().unwrap().contains("deletion"), "{}", r.body);
+    let third = revision_of(&t, "subjects", &s, 3).await;
+    let r = restore(&t, &third).await;
+    r.assert_status(200);
+    assert_eq!(r.body["data"]["id"], s.as_str());
+    assert_eq!(r.body["data"]["attributes"]["created_at"], created);
+    assert_eq!(r.body["data"]["attributes"]["title"], "First title");
+    let newest = &t.get(&format!("/v1/subjects/{s}/revisions")).await.data()[0]["attributes"].clone();
+    assert_eq!((newest["action"].as_str(), newest["number"].as_i64()), (Some("restore"), Some(5)));
+    t.get(&format!("/v1/chapters/{c}")).await.assert_problem(404);
+    // The chapter comes back too, from its own history.
+    let chapter = revision_of(&t, "chapters", &c, 1).await;
+    let r = restore(&t, &chapter).await;
+    r.assert_status(200);
+    assert_eq!(r.body["data"]["relationships"]["subject"]["data"]["id"], s.as_str(), "{}", r.body);
+    t.get(&format!("/v1/chapters/{c}")).await.assert_status(200);
+    let listed = t.get(&format!("/v1/subjects/{s}/chapters")).await;
+    assert_eq!(listed.ids(), [c.as_str()], "{}", listed.body);
+}
+
+on_both!(a_restore_that_cannot_be_made_is_a_409_and_changes_nothing);
+async fn a_restore_that_cannot_be_made_is_a_409_and_changes_nothing() {
+    let t = TestApp::new().await;
+    let m = t.module("Gone soon").await;
+    let s = t.subject("Linked", Some(&m)).await;
+    let linked = revision_of(&t, "subjects", &s, 1).await;
+    t.delete(&format!("/v1/modules/{m}")).await.assert_status(204);
+    let before = t.get("/v1/revisions?page[size]=1000").await.data().len();
+    let r = restore(&t, &linked).await;
+    r.assert_problem(409);
+    assert!(r.error()["detail"].as_str().unwrap().contains(&m), "names the module: {}", r.body);
+    // Its external_id taken by another since.
+    let x = t.create("subjects", json!({"title": "X", "external_id": "EXT"}), Value::Null).await;
+    let with_ext = revision_of(&t, "subjects", &x, 1).await;
+    let body = json!({"data": {"type": "subjects", "id": x, "attributes": {"external_id": null}}});
+    t.write("PATCH", &format!("/v1/subjects/{x}"), body).await.assert_status(200);
+    let y = t.create("subjects", json!({"title": "Y", "external_id": "EXT"}), Value::Null).await;
+    let r = restore(&t, &with_ext).await;
+    r.assert_problem(409);
+    assert!(r.error()["detail"].as_str().unwrap().contains(&y), "names the holder: {}", r.body);
+    assert_eq!(t.get("/v1/revisions?page[size]=1000").await.data().len(), before + 3, "only the writes made here");
+    // If-Match names the resource's current tag.
+    let tag = t.get(&format!("/v1/subjects/{x}")).await.header("etag").unwrap().to_owned();
+    let stale =
+        t.send(t.req("POST", &format!("/v1/revisions/{with_ext}/restore")).header("if-match", "\"stale\"")).await;
+    stale.assert_problem(412);
+    let body = json!({"data": {"type": "subjects", "id": y, "attributes": {"external_id": "OTHER"}}});
+    t.write("PATCH", &format!("/v1/subjects/{y}"), body).await.assert_status(200);
+    let ok = t.send(t.req("POST", &format!("/v1/revisions/{with_ext}/restore")).header("if-match", tag)).await;
+    ok.assert_status(200);
+    assert_eq!(ok.body["data"]["attributes"]["external_id"], "EXT");
+    // Not a revision, a body, a read-only token.
+    t.send(t.req("POST", "/v1/revisions/00000000-0000-8000-8000-00000000ffff/restore")).await.assert_problem(404);
+    let body =
+        t.req("POST", &format!("/v1/revisions/{with_ext}/restore")).header("content-type", "application/vnd.api+json");
+    t.send(body.body("{}")).await.assert_problem(400);
+    let reader = crate::tokens::create(&t.database, "reader", "read");
+    let r = t
+        .send(crate::tokens::as_token(
+            &t,
+            &reader,
+            "POST",
+            &format!("/v1/revisions/{with_ext}/restore"),
+            crate::tokens::HOME,
+        ))
+        .await;
+    r.assert_problem(403);
+    // A database token's name is who wrote.
+    let alice = crate::tokens::create(&t.database, "alice", "write");
+    let body = json!({"data": {"type": "subjects", "id": x, "attributes": {"title": "By Alice"}}});
+    let req = crate::tokens::as_token(&t, &alice, "PATCH", &format!("/v1/subjects/{x}"), crate::tokens::HOME);
+    t.send(req.body(body.to_string())).await.assert_status(200);
+    let newest = t.get(&format!("/v1/subjects/{x}/revisions")).await.data()[0]["attributes"]["by"].clone();
+    assert_eq!(newest, "alice");
+}
