@@ -11,6 +11,7 @@ pub mod bundle;
 pub mod cli;
 pub mod dataset;
 pub mod error;
+pub mod history;
 pub mod http;
 pub mod jsonapi;
 pub mod memory;
@@ -63,6 +64,12 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<tokens::Bootstrap>), 
         bootstrap = Some(b);
     }
 
+    if args.max_streams >= args.max_connections {
+        return Err(format!(
+            "--max-streams {} must be below --max-connections {}: streams would take every connection",
+            args.max_streams, args.max_connections
+        ));
+    }
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
     let web = app::Web::new(&args.cors_origins, args.compression == cli::Switch::On)?;
     let mut auth = tokens::Auth::new(accepted, tokens::Throttle::new(args.auth_failures, args.auth_window));
@@ -82,6 +89,7 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<tokens::Bootstrap>), 
         access_log: (args.access_log == cli::Switch::On && args.log_level >= log::LevelFilter::Info)
             .then(app::AccessLog::stderr),
         auth,
+        streams: Arc::new(app::Streams::new(args.max_streams as usize)),
         ..App::new(db, Tokens::new([]))
     };
     Ok((app, bootstrap))

@@ -52,6 +52,9 @@ fn main() -> ExitCode {
             };
         }
         Command::Token(t) => return token(t),
+        Command::History(coursed::cli::HistoryCommand::Prune(a)) => {
+            coursed::history::prune_command(&a.database, &a.before)
+        }
         Command::Import(a) => {
             let opts = coursed::bundle::Options { merge: a.merge, dry_run: a.dry_run };
             coursed::bundle::import(&a.database, &a.file, opts).map(|c| {
@@ -83,6 +86,9 @@ fn serve(args: ServeArgs) -> ExitCode {
     };
     let result = runtime.block_on(async move {
         let (app, new_token) = coursed::open(&args).await?;
+        if let coursed::cli::Keep::For(keep) = args.history_keep {
+            coursed::history::keep(app.db.clone(), keep);
+        }
         if let Some(dir) = &args.backup_dir {
             let schedule =
                 coursed::backup::Schedule { dir: dir.clone(), every: args.backup_every, keep: args.backup_keep };

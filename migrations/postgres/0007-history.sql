@@ -18,6 +18,10 @@ CREATE TABLE revisions (
     changes       json NOT NULL
 );
 CREATE UNIQUE INDEX revisions_resource ON revisions (resource_type, resource_id, number);
+-- A revision of a long text holds it once more: lz4 compresses it several times faster than
+-- the default where the server has it.
+DO $$ BEGIN ALTER TABLE revisions ALTER COLUMN changes SET COMPRESSION lz4;
+EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN RAISE NOTICE 'lz4 is not available'; END $$;
 CREATE TABLE revision_pending (revision bigint PRIMARY KEY);
 CREATE TABLE revision_feed (seq bigint PRIMARY KEY, revision bigint NOT NULL UNIQUE);
 CREATE TABLE revision_head (id integer PRIMARY KEY CHECK (id = 1), head bigint NOT NULL, floor bigint NOT NULL);
@@ -37,17 +41,21 @@ CREATE VIEW revision_log AS
            r.actor, r.changes::text AS changes
     FROM revisions AS r LEFT JOIN revision_feed AS f ON f.revision = r.id;
 
-CREATE FUNCTION coursed_revision(rtype text, rid text, act text, c json) RETURNS void LANGUAGE sql AS $$
-    WITH r AS (
-        INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
-        SELECT rtype, rid,
-               coalesce((SELECT max(number) FROM revisions WHERE resource_type = rtype AND resource_id = rid), 0) + 1,
-               CASE WHEN act = 'delete' THEN act ELSE coalesce(nullif(current_setting('coursed.action', true), ''), act) END,
-               date_trunc('milliseconds', clock_timestamp()),
-               coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user), c
-        RETURNING id)
-    INSERT INTO revision_pending (revision) SELECT id FROM r
-$$;
+-- Records one revision (called by each table's trigger function). PL/pgSQL, so that each
+-- session plans its two statements once: a SQL function's body would be planned at every call.
+CREATE FUNCTION coursed_revision(rtype text, rid text, act text, c json) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    made bigint;
+BEGIN
+    INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+    VALUES (rtype, rid,
+            coalesce((SELECT max(number) FROM revisions WHERE resource_type = rtype AND resource_id = rid), 0) + 1,
+            CASE WHEN act = 'delete' THEN act ELSE coalesce(nullif(current_setting('coursed.action', true), ''), act) END,
+            date_trunc('milliseconds', clock_timestamp()),
+            coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user), c)
+    RETURNING id INTO made;
+    INSERT INTO revision_pending (revision) VALUES (made);
+END $$;
 
 
 CREATE FUNCTION modules_revision() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -6,9 +6,11 @@ use warp::http::HeaderMap;
 
 mod log;
 mod settings;
+pub mod streams;
 
 pub use self::log::AccessLog;
 pub use self::settings::{Cors, Limits, Web};
+pub use self::streams::Streams;
 use crate::error::{Error, Problem};
 use crate::render::Base;
 use crate::store::Db;
@@ -41,6 +43,19 @@ pub struct App {
     /// Permits for the few documents larger than the small budget built at once (see
     /// the web layer's `large.rs`).
     pub large_documents: Arc<tokio::sync::Semaphore>,
+    /// The live streams of the change feed.
+    pub streams: Arc<Streams>,
+}
+
+/// What a handler may tell the connection it answers on (the server implements it; `http`
+/// does not see the server): a response that streams for long is not an idle connection.
+pub trait ConnHook: Send + Sync {
+    /// A stream's body began: the connection is busy while it lasts (never closed to make
+    /// room), and closed only when the client stops taking its bytes.
+    fn stream_began(&self);
+    fn stream_ended(&self);
+    /// `n` more bytes of a streamed body are on their way to the socket.
+    fn owe(&self, n: usize);
 }
 
 /// How many documents larger than the small budget are built and sent at once: each takes at
@@ -66,6 +81,7 @@ impl App {
             access_log: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             large_documents: Arc::new(tokio::sync::Semaphore::new(LARGE_DOCUMENTS)),
+            streams: Arc::new(Streams::new(streams::DEFAULT_MAX_STREAMS)),
         }
     }
 

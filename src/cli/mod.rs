@@ -44,6 +44,9 @@ pub enum Command {
     /// on it see every change at their next request.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Keep the history of changes bounded.
+    #[command(subcommand)]
+    History(HistoryCommand),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -145,6 +148,11 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_BACKUP_EVERY", default_value = "6h", value_parser = parse_duration)]
     pub backup_every: std::time::Duration,
 
+    /// How long the history of changes is kept, e.g. 400d; pruned every hour (each resource
+    /// keeps its newest revision). off: kept for ever.
+    #[arg(long, env = "COURSED_HISTORY_KEEP", default_value = "off", value_parser = parse_keep)]
+    pub history_keep: Keep,
+
     /// How many scheduled backups to keep in --backup-dir; older ones are removed.
     #[arg(long, env = "COURSED_BACKUP_KEEP", default_value_t = 28)]
     pub backup_keep: usize,
@@ -178,6 +186,12 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
 
+    /// How many live streams of the change feed (`GET /v1/revisions/stream`) may be open at
+    /// once; each also holds a connection, so it must be below --max-connections. One more is
+    /// answered 503 with `Retry-After`.
+    #[arg(long, env = "COURSED_MAX_STREAMS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_streams: u32,
+
     /// on: one line per request on stderr (at log level info): method, route template, status,
     /// duration, response bytes and the name of the caller's token; off: none.
     #[arg(long, env = "COURSED_ACCESS_LOG", value_enum, default_value = "on")]
@@ -200,6 +214,24 @@ fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
 }
 
 /// A duration such as `500ms`, `30s`, `5m` or `1h` (a bare number is seconds).
+/// How long something is kept: for ever, or for a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    Forever,
+    For(std::time::Duration),
+}
+
+/// `off` or a duration such as `400d`.
+pub fn parse_keep(s: &str) -> Result<Keep, String> {
+    match s.trim() {
+        "off" => Ok(Keep::Forever),
+        other => match parse_duration(other)? {
+            d if d.is_zero() => Err("--history-keep must be longer than 0 (or off)".into()),
+            d => Ok(Keep::For(d)),
+        },
+    }
+}
+
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());

@@ -139,3 +139,22 @@ pub struct GenerateArgs {
     #[arg(long)]
     pub ids_dir: Option<PathBuf>,
 }
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum HistoryCommand {
+    /// Delete the revisions recorded before a date, in batches; each resource keeps its newest
+    /// revision, and the change feed then starts after the last revision deleted (a client
+    /// behind it is told 410: start again from an export).
+    Prune(HistoryPruneArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct HistoryPruneArgs {
+    /// The database: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// Prune what was recorded before this date (2026-01-31, midnight UTC) or time
+    /// (2026-01-31T12:00:00Z).
+    #[arg(long)]
+    pub before: String,
+}

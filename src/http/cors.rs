@@ -14,7 +14,7 @@ use warp::reply::Response;
 use crate::app::Cors;
 
 /// Request headers a page may send.
-const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, If-Match, If-None-Match";
+const ALLOW_HEADERS: &str = "Authorization, Content-Type, Accept, If-Match, If-None-Match, Last-Event-ID";
 /// Response headers a page may read beyond the safelisted ones.
 const EXPOSE_HEADERS: &str = "Location, ETag, Retry-After, WWW-Authenticate, Allow";
 /// How long a browser may keep a preflight's answer (Chromium keeps at most 2 hours).

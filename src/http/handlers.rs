@@ -77,6 +77,7 @@ async fn answer(route: Route, mut req: Req, app: Arc<App>) -> Response {
             Route::Revision(id) => super::revisions::one(&app, &id, req).await,
             Route::History(rt, id) => super::revisions::of_resource(&app, rt, &id, req).await,
             Route::Restore(id) => super::revisions::restore(&app, &id, req).await,
+            Route::Stream => super::stream::stream(&app, req).await,
         }
     };
     match AssertUnwindSafe(work).catch_unwind().await {

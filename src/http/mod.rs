@@ -21,6 +21,7 @@ mod related;
 mod reply;
 pub mod revisions;
 mod route;
+mod stream;
 mod web;
 
 use std::convert::Infallible;
@@ -163,6 +164,22 @@ tokio::task_local! {
 /// a request extension would cost it a map of its own.
 pub fn with_peer<R>(addr: SocketAddr, f: impl FnOnce() -> R) -> R {
     PEER.sync_scope(addr, f)
+}
+
+tokio::task_local! {
+    /// The connection the request being polled came on, as its handler may tell it things.
+    static CONN: Arc<dyn crate::app::ConnHook>;
+}
+
+/// [`with_peer`], with the connection's hook known to the handler (see [`conn_hook`]).
+pub fn with_conn<R>(addr: SocketAddr, hook: Arc<dyn crate::app::ConnHook>, f: impl FnOnce() -> R) -> R {
+    CONN.sync_scope(hook, || with_peer(addr, f))
+}
+
+/// The hook of the connection the request being polled came on; `None` outside the server
+/// (a test calling the routes directly).
+pub fn conn_hook() -> Option<Arc<dyn crate::app::ConnHook>> {
+    CONN.try_with(Arc::clone).ok()
 }
 
 /// Method, path, query string and (unread) body of the request.

@@ -61,7 +61,7 @@ fn parse_cursor(raw: &str) -> Option<i64> {
 }
 
 /// The revision as a resource object.
-fn object(base: &Base, r: &Revision) -> Json {
+pub(super) fn object(base: &Base, r: &Revision) -> Json {
     let id = revision_id(r.key);
     let rt = resources::by_name(&r.resource_type);
     let mut changes = Map::new();
@@ -124,6 +124,23 @@ fn number(pairs: &[(String, String)], name: &str, default: u64, max: u64) -> Res
     }
 }
 
+/// The types named by `filter[type]` (comma-separated), each once.
+pub(super) fn type_filter(value: &str) -> Result<Vec<&'static ResourceType>> {
+    let mut types: Vec<&'static ResourceType> = Vec::new();
+    for name in value.split(',') {
+        let rt = resources::by_name(name).ok_or_else(|| {
+            Error::from(Problem::bad_param(
+                "filter[type]",
+                format!("Unknown type `{name}` in `filter[type]`. Known: modules, subjects, chapters."),
+            ))
+        })?;
+        if !types.iter().any(|t| t.name == rt.name) {
+            types.push(rt);
+        }
+    }
+    Ok(types)
+}
+
 /// `GET /v1/revisions`: the change feed.
 pub async fn feed(app: &App, req: Req) -> Result<Response> {
     check_accept(&req.headers)?;
@@ -145,17 +162,7 @@ pub async fn feed(app: &App, req: Req) -> Result<Response> {
     let mut types: Vec<&'static ResourceType> = Vec::new();
     let mut filter = None;
     if let Some((_, v)) = pairs.iter().rev().find(|(k, _)| k == "filter[type]") {
-        for name in v.split(',') {
-            let rt = resources::by_name(name).ok_or_else(|| {
-                Error::from(Problem::bad_param(
-                    "filter[type]",
-                    format!("Unknown type `{name}` in `filter[type]`. Known: modules, subjects, chapters."),
-                ))
-            })?;
-            if !types.iter().any(|t| t.name == rt.name) {
-                types.push(rt);
-            }
-        }
+        types = type_filter(v)?;
         filter = Some(v.clone());
     }
     let base = app.base(&req.headers)?;

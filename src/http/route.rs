@@ -25,6 +25,8 @@ pub enum Route {
     History(&'static ResourceType, String),
     /// `/revisions/{id}/restore`: bring a resource back to a revision.
     Restore(String),
+    /// `/revisions/stream`: the change feed, live.
+    Stream,
 }
 
 /// The methods a route answers, as `Allow` lists them.
@@ -62,7 +64,7 @@ impl Route {
         match self {
             Route::Collection(_) => Some(COLLECTION),
             Route::Operations | Route::Restore(_) => Some(OPERATIONS),
-            Route::Feed | Route::Revision(_) | Route::History(..) => Some(READ_ONLY),
+            Route::Feed | Route::Revision(_) | Route::History(..) | Route::Stream => Some(READ_ONLY),
             Route::Item(..) => Some(ITEM),
             Route::Related(rt, _, rel) => rt.relationship(rel).map(|_| RELATED),
             Route::Relationship(rt, _, rel) => {
@@ -80,6 +82,7 @@ impl Route {
             Route::Revision(_) => Template::Item("revisions"),
             Route::History(rt, _) => Template::Related(rt.name, "revisions"),
             Route::Restore(_) => Template::Fixed("/v1/revisions/{id}/restore"),
+            Route::Stream => Template::Fixed("/v1/revisions/stream"),
             Route::Item(rt, _) => Template::Item(rt.name),
             Route::Related(rt, _, rel) => Template::Related(rt.name, rt.relationship(rel)?.name),
             Route::Relationship(rt, _, rel) => Template::Relationship(rt.name, rt.relationship(rel)?.name),
@@ -130,6 +133,7 @@ impl Route {
         if segments[0] == "revisions" {
             return match n {
                 1 => Some(Route::Feed),
+                2 if segments[1] == "stream" => Some(Route::Stream),
                 2 => Some(Route::Revision(segments[1].to_owned())),
                 3 if segments[2] == "restore" => Some(Route::Restore(segments[1].to_owned())),
                 _ => None,
@@ -164,6 +168,7 @@ mod tests {
             Route::Revision(id) => format!("revision {id}"),
             Route::History(rt, id) => format!("history {} {id}", rt.name),
             Route::Restore(id) => format!("restore {id}"),
+            Route::Stream => "stream".into(),
         })
     }
 
@@ -182,6 +187,7 @@ mod tests {
         assert_eq!(shape("revisions/r1/"), some("revision r1"));
         assert_eq!(shape("chapters/1/revisions"), some("history chapters 1"));
         assert_eq!(shape("revisions/r1/restore"), some("restore r1"));
+        assert_eq!(shape("revisions/stream"), some("stream"));
         assert!(crate::resources::TYPES.iter().all(|rt| rt.relationship("revisions").is_none()));
         for none in [
             "",

@@ -79,6 +79,29 @@ pub fn add(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
         ],
         "responses": feed_responses,
     }}));
+    let mut stream_responses = Map::new();
+    stream_responses.insert("200".into(), json!({
+        "description": "Server-sent events, for as long as the client reads: first `retry: 1000`, then one event per revision (`id:` its cursor, `event: revision`, `data:` the revision's resource object on one line), and a comment line every 15 s while quiet. A client that stops reading is dropped; it reconnects with `Last-Event-ID`.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}}}));
+    for s in READ_ERRORS.iter().filter(|s| **s != 406).chain(&[410]) {
+        let r = match s {
+            410 => json!({"description": "The revisions after this cursor were pruned.",
+                "content": {JSONAPI: {"schema": {"$ref": "#/components/schemas/error_document"}}}}),
+            s => json!({"$ref": format!("#/components/responses/{s}")}),
+        };
+        stream_responses.insert(s.to_string(), r);
+    }
+    paths.insert("/revisions/stream".into(), json!({"get": {
+        "operationId": "streamRevisions",
+        "summary": "The change feed, live (server-sent events, for `EventSource`): without a cursor, what commits after the stream opened; with `Last-Event-ID` (or `after`), everything after that cursor first, without a gap. A change made through any replica arrives within a second. At most `--max-streams` at once (503 with `Retry-After` past them).",
+        "tags": ["revisions"],
+        "parameters": [
+            param("after", "A cursor to resume after (`Last-Event-ID` wins when both are sent).".into(), json!({"type": "string"})),
+            param("filter[type]", "Only revisions of these types, comma-separated.".into(), json!({"type": "string"})),
+            {"name": "Last-Event-ID", "in": "header", "required": false, "description": "The `id` of the last event received.", "schema": {"type": "string"}},
+        ],
+        "responses": stream_responses,
+    }}));
     let id = json!({"name": "id", "in": "path", "required": true, "schema": {"type": "string", "format": "uuid"}});
     paths.insert(
         "/revisions/{id}".into(),

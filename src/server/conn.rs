@@ -45,6 +45,29 @@ pub struct Watch {
     pub(super) evict: Notify,
     /// Told when a request ends, while the server waits for room (see [`super::Room`]).
     room: Arc<super::Room>,
+    /// Streamed bodies being sent (the change feed's live stream).
+    streams: AtomicU32,
+}
+
+/// How long a connection that streams may go without taking any of the bytes owed to it
+/// (three heartbeats), unless the idle limit is longer.
+const STREAM_STALL: Duration = Duration::from_secs(45);
+
+impl crate::app::ConnHook for Watch {
+    fn stream_began(&self) {
+        self.streams.fetch_add(1, Relaxed);
+    }
+
+    fn stream_ended(&self) {
+        if self.streams.fetch_sub(1, Relaxed) == 1 {
+            self.idle_since.store(now(), Relaxed);
+            self.room.request_ended();
+        }
+    }
+
+    fn owe(&self, n: usize) {
+        self.owed.fetch_add(n as u64, Relaxed);
+    }
 }
 
 impl Watch {
@@ -61,6 +84,7 @@ impl Watch {
             evicting: AtomicBool::new(false),
             evict: Notify::new(),
             room,
+            streams: AtomicU32::new(0),
         }
     }
 
@@ -71,7 +95,7 @@ impl Watch {
 
     /// What the connection is doing, for choosing one to close to make room.
     pub fn standing(&self) -> Standing {
-        if self.is_busy() {
+        if self.is_busy() || self.streams.load(Relaxed) > 0 {
             return Standing::Busy;
         }
         let since = match self.head_since.load(Relaxed) {
@@ -139,7 +163,12 @@ impl Watch {
         let deadline = if head != 0 {
             head - 1 + limits.header_timeout.as_millis() as u64
         } else {
-            self.idle_since.load(Relaxed).max(progress.1) + limits.idle_timeout.as_millis() as u64
+            // A stream is quiet between events, but takes a heartbeat at least every 15 s.
+            let limit = match self.streams.load(Relaxed) {
+                0 => limits.idle_timeout,
+                _ => limits.idle_timeout.max(STREAM_STALL),
+            };
+            self.idle_since.load(Relaxed).max(progress.1) + limit.as_millis() as u64
         };
         // Waking at least every `recheck` lets a head that starts arriving in the meantime
         // have its own (earlier) deadline on time.

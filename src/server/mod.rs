@@ -176,6 +176,8 @@ pub async fn serve(
     }
     drop(listener);
     log::info!("shutting down: finishing in-flight requests");
+    // Live streams never finish by themselves.
+    app.streams.close();
     let _ = stop.send(true);
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     tokio::select! {

@@ -201,7 +201,8 @@ where
     type Output = F::Output;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let polled = crate::http::with_peer(*this.peer, || this.inner.poll(cx));
+        let hook: Arc<dyn crate::app::ConnHook> = this._busy.0.clone();
+        let polled = crate::http::with_conn(*this.peer, hook, || this.inner.poll(cx));
         if let Poll::Ready(Ok(response)) = &polled {
             // What the connection owes the client from now on (see `Watch::wrote`).
             this._busy.0.respond(http_body::Body::size_hint(response.body()).upper().unwrap_or(0));

@@ -147,6 +147,24 @@ impl Dialect {
         }
     }
 
+    /// How revisions are pruned (see `history::prune`): the statement that deletes the
+    /// revisions of the keys bound as one parameter, the one that drops their places in the
+    /// feed (where the feed is a table of its own), and the one that raises the floor.
+    pub fn pruning(self) -> (&'static str, Option<&'static str>, &'static str) {
+        match self {
+            Dialect::Sqlite => (
+                "DELETE FROM revisions WHERE seq IN (SELECT CAST(value AS INTEGER) FROM json_each(?))",
+                None,
+                "UPDATE history_state SET floor = ? WHERE id = 1 AND floor < ?",
+            ),
+            Dialect::Postgres => (
+                "DELETE FROM revisions WHERE id = ANY(CAST(CAST(? AS text[]) AS bigint[]))",
+                Some("DELETE FROM revision_feed WHERE revision = ANY(CAST(CAST(? AS text[]) AS bigint[]))"),
+                "UPDATE revision_head SET floor = ? WHERE id = 1 AND floor < ?",
+            ),
+        }
+    }
+
     /// `insert` (an `INSERT INTO revisions ...`) made to note its rows for the feed, where the
     /// engine gives revisions their place after commit (PostgreSQL: `sequencer.rs`).
     pub fn noted_for_feed(self, insert: &str) -> String {

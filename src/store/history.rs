@@ -303,6 +303,74 @@ pub fn restore(
     Ok((rt, rec))
 }
 
+/// Revisions deleted in one transaction of [`prune`].
+pub const PRUNE_BATCH: usize = 10_000;
+
+/// The place in the feed where a prune of what was recorded before `before` (ms) cuts: the
+/// last revision recorded before it, found by halving over places (times follow places, give
+/// or take the length of a commit). 0 when there is none.
+pub fn prune_cut(tx: &mut dyn Tx, before: i64) -> Result<i64, DbError> {
+    let before = crate::time::format_ms(before);
+    let (floor, head) = (floor(tx)?, head(tx)?);
+    let (mut low, mut high) = (floor, head);
+    // Invariant: every place up to `low` is before; `high` and beyond are not (unless it is the
+    // head, checked last).
+    while low < high {
+        let mid = low + (high - low + 1) / 2;
+        let mut at = None;
+        tx.query(
+            "SELECT seq, at FROM revision_log WHERE seq >= ? ORDER BY seq LIMIT 1",
+            &[Value::Int(mid)],
+            &mut |r| at = r.cell(1).as_str().map(str::to_owned),
+        )?;
+        match at {
+            Some(at) if at < before => low = mid,
+            _ => high = mid - 1,
+        }
+    }
+    Ok(low)
+}
+
+/// Deletes the revisions up to the place `cut`, at most [`PRUNE_BATCH`] of them (call it
+/// again while it deletes that many), keeping the newest revision of each resource that
+/// exists (so that its numbers go on and it keeps a history) and the newest of all (so that
+/// SQLite never hands out a place again); raises the floor of the feed to `cut`. Returns how
+/// many it deleted.
+pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<u64, DbError> {
+    let live = TYPES
+        .iter()
+        .map(|rt| {
+            format!("WHEN '{}' THEN EXISTS (SELECT 1 FROM {} AS t WHERE t.id = r.resource_id)", rt.name, rt.table)
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let sql = format!(
+        "SELECT key FROM revision_log AS r \
+         WHERE seq > ? AND seq <= ? AND seq < (SELECT head FROM history_bounds) \
+           AND NOT (r.number = (SELECT max(x.number) FROM revisions AS x \
+                                WHERE x.resource_type = r.resource_type AND x.resource_id = r.resource_id) \
+                    AND CASE r.resource_type {live} ELSE FALSE END) \
+         ORDER BY seq LIMIT ?"
+    );
+    let floor = floor(tx)?;
+    let keys = tx.strings(
+        &format!("SELECT CAST(key AS TEXT) FROM ({sql}) AS k"),
+        &[Value::Int(floor), Value::Int(cut), Value::Int(PRUNE_BATCH as i64)],
+    )?;
+    let (revisions, feed, raise) = tx.dialect().pruning();
+    let n = keys.len() as u64;
+    if !keys.is_empty() {
+        if let Some(feed) = feed {
+            tx.execute(feed, &[Value::Ids(keys.clone())])?;
+        }
+        tx.execute(revisions, &[Value::Ids(keys)])?;
+    }
+    if (n as usize) < PRUNE_BATCH {
+        tx.execute(raise, &[Value::Int(cut), Value::Int(cut)])?;
+    }
+    Ok(n)
+}
+
 /// Records one revision of `action` (`create` or `delete`) by `by` for every resource of `rt`,
 /// in id order: what a bulk load, which runs with the history triggers off, does once instead.
 /// A `create` holds every member as it is now; a `delete` every member as it was.

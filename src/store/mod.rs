@@ -157,6 +157,8 @@ pub struct Db {
 struct Inner {
     engine: Engine,
     shared: Arc<Shared>,
+    /// Told after each write this handle commits (see [`Db::committed`]).
+    commits: tokio::sync::Notify,
 }
 
 enum Engine {
@@ -175,7 +177,7 @@ impl Db {
         } else {
             Engine::Sqlite(sqlite::Sqlite::open(opts, shared.clone())?)
         };
-        Ok(Db { inner: Arc::new(Inner { engine, shared }) })
+        Ok(Db { inner: Arc::new(Inner { engine, shared, commits: tokio::sync::Notify::new() }) })
     }
 
     /// Opens a database to read a catalogue from, leaving it as it is: a SQLite file of an
@@ -241,10 +243,21 @@ impl Db {
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
-        match &self.inner.engine {
+        let written = match &self.inner.engine {
             Engine::Sqlite(e) => e.write(ctx.clone(), f).await,
             Engine::Postgres(e) => e.write(ctx.clone(), atomicity, f).await,
+        };
+        if written.is_ok() {
+            self.inner.commits.notify_one();
         }
+        written
+    }
+
+    /// Returns after a write through this handle commits (or at once, if one committed since
+    /// the last call returned): for one waiter, the live stream's hub, which also looks for
+    /// the writes of other processes by itself.
+    pub async fn committed(&self) {
+        self.inner.commits.notified().await
     }
 
     /// Makes every revision committed so far readable in the change feed (PostgreSQL gives
@@ -340,6 +353,30 @@ pub fn bulk_into<T>(
     } else {
         sqlite::bulk(path, target, f)
     }
+}
+
+/// Runs `f` on the database `database` opened for a command (`coursed token ...`, `coursed
+/// history ...`), on a runtime of its own, and closes it. A SQLite file must exist unless
+/// `create`. Blocks.
+pub fn on_command_database<T>(
+    database: &str,
+    create: bool,
+    f: impl AsyncFnOnce(&Db) -> Result<T>,
+) -> std::result::Result<T, String> {
+    if !create && !is_postgres_url(database) && !std::path::Path::new(database).exists() {
+        return Err(format!("there is no database at {database}"));
+    }
+    let mut opts = Options::new(database, Durability::Full);
+    opts.wait = COMMAND_WAIT;
+    let db = Db::open(&opts)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))?;
+    let done = runtime.block_on(f(&db));
+    drop(runtime);
+    drop(db);
+    done.map_err(|e| format!("{}: {e}", display_name(database)))
 }
 
 /// Writes a consistent snapshot of the SQLite database `path` into the new file `dest`, while

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::store::{self, Listed};
 use super::{secret, Scope, BOOTSTRAP, CONFIGURED};
-use crate::store::{display_name, is_postgres_url, Db, DbError, Durability, Options, Tx};
+use crate::store::{display_name, DbError, Tx};
 
 /// A token just created: the token itself (shown once, never kept) and its row.
 pub struct Created {
@@ -107,20 +107,9 @@ fn on_database<T: Send + 'static>(
     if database == ":memory:" {
         return Err("tokens of a :memory: database vanish with the process; name a file or a postgres:// URL".into());
     }
-    if !create && !is_postgres_url(database) && !std::path::Path::new(database).exists() {
-        return Err(format!("there is no database at {database}"));
-    }
-    let mut opts = Options::new(database, Durability::Full);
-    opts.wait = crate::store::COMMAND_WAIT;
-    let db = Db::open(&opts)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))?;
-    let done = runtime.block_on(db.write(&crate::store::WriteContext::system("coursed"), move |tx| Ok(f(tx)?)));
-    drop(runtime);
-    drop(db);
-    done.map_err(|e| format!("{}: {e}", display_name(database)))
+    crate::store::on_command_database(database, create, async move |db: &crate::store::Db| {
+        db.write(&crate::store::WriteContext::system("coursed"), move |tx| Ok(f(tx)?)).await
+    })
 }
 
 #[cfg(test)]

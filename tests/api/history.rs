@@ -497,3 +497,79 @@ async fn a_restore_that_cannot_be_made_is_a_409_and_changes_nothing() {
     let newest = t.get(&format!("/v1/subjects/{x}/revisions")).await.data()[0]["attributes"]["by"].clone();
     assert_eq!(newest, "alice");
 }
+
+on_both!(a_prune_keeps_each_live_resources_newest_revision_and_moves_the_feeds_start);
+async fn a_prune_keeps_each_live_resources_newest_revision_and_moves_the_feeds_start() {
+    let t = TestApp::new().await;
+    let m = t.module("Kept").await;
+    let s = t.subject("Edited", Some(&m)).await;
+    for i in 0..3 {
+        let body = json!({"data": {"type": "subjects", "id": s, "attributes": {"title": format!("Edit {i}")}}});
+        t.write("PATCH", &format!("/v1/subjects/{s}"), body).await.assert_status(200);
+    }
+    let gone = t.subject("Deleted", None).await;
+    t.delete(&format!("/v1/subjects/{gone}")).await.assert_status(204);
+    // The newest revision of all is never pruned (SQLite would hand its place out again).
+    let body = json!({"data": {"type": "modules", "id": m, "attributes": {"title": "Kept, renamed"}}});
+    t.write("PATCH", &format!("/v1/modules/{m}"), body).await.assert_status(200);
+    let old_cursor = whole_feed(&t, "").await[0]["meta"]["cursor"].as_str().unwrap().to_owned();
+    let first_of_s = revision_of(&t, "subjects", &s, 1).await;
+    // Everything recorded so far is before this.
+    let before = coursed::time::now_ms() + 1000;
+    let (n, cut) = coursed::history::prune(&t.app.db, before).await.unwrap();
+    assert_eq!(n, 1 + 3 + 2, "all but the newest of each live resource: {n}");
+    assert!(cut > 0);
+    // Pruning again changes nothing.
+    assert_eq!(coursed::history::prune(&t.app.db, before).await.unwrap(), (0, cut));
+    // Each live resource keeps its newest revision; numbers go on from it.
+    let r = t.get(&format!("/v1/subjects/{s}/revisions")).await;
+    assert_eq!(shapes(r.data()), [("subjects".into(), "update".into(), 4)]);
+    assert_eq!(r.body["meta"]["page"]["total"], 1);
+    let body = json!({"data": {"type": "subjects", "id": s, "attributes": {"title": "After the prune"}}});
+    t.write("PATCH", &format!("/v1/subjects/{s}"), body).await.assert_status(200);
+    let r = t.get(&format!("/v1/subjects/{s}/revisions")).await;
+    assert_eq!(r.data()[0]["attributes"]["number"], 5);
+    // A deleted resource whose history is pruned whole is gone; so is a pruned revision.
+    t.get(&format!("/v1/subjects/{gone}/revisions")).await.assert_problem(404);
+    t.get(&format!("/v1/revisions/{first_of_s}")).await.assert_problem(404);
+    restore(&t, &first_of_s).await.assert_problem(404);
+    // The feed starts after the cut: only what came since; a cursor before it is told 410.
+    let feed = whole_feed(&t, "").await;
+    assert_eq!(shapes(&feed), [("subjects".into(), "update".into(), 5)]);
+    let r = t.get(&format!("/v1/revisions?page[after]={old_cursor}")).await;
+    r.assert_problem(410);
+    assert_eq!(r.error()["code"], "history_pruned");
+    // Restoring the newest kept revision of the subject still works (it needs nothing older).
+    let kept = revision_of(&t, "subjects", &s, 4).await;
+    let r = restore(&t, &kept).await;
+    r.assert_status(200);
+    assert_eq!(r.body["data"]["attributes"]["title"], "Edit 2");
+}
+
+#[test]
+fn the_prune_command_prunes_a_database_file_and_refuses_a_bad_date() {
+    use std::process::Command;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("h.db");
+    let db = db.to_str().unwrap();
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_coursed")).args(args).output().unwrap();
+    let out = run(&[
+        "generate",
+        "--database",
+        db,
+        "--modules",
+        "2",
+        "--subjects-per-module",
+        "2",
+        "--chapters-per-subject",
+        "1",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(&["history", "prune", "--database", db, "--before", "2999-01-01"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("pruned 0 revisions"), "every resource keeps its one revision: {said}");
+    let out = run(&["history", "prune", "--database", db, "--before", "yesterday"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--before"));
+}

@@ -28,6 +28,7 @@ mod search_engines;
 mod search_index;
 mod search_relevance;
 mod stale_linkage;
+mod stream;
 mod tokens;
 mod tokens_kept;
 mod web;
