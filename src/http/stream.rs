@@ -32,6 +32,8 @@ use crate::store::history::{self, Revision};
 const STALL: Duration = Duration::from_secs(45);
 /// Chunks waiting for the client.
 const QUEUED: usize = 16;
+/// Chunks sent together at most, when several are ready.
+const BURST: usize = 64;
 /// Revisions read from the database at a time while catching up.
 const CATCH_UP: usize = 500;
 
@@ -87,7 +89,26 @@ pub async fn stream(app: &Arc<App>, req: Req) -> Result<Response> {
     });
     let mut chunks = chunks;
     let body = futures_util::stream::poll_fn(move |cx| {
-        let polled = chunks.poll_recv(cx);
+        let polled = chunks.poll_recv(cx).map(|first| {
+            // Whatever else is ready goes out with it: one frame and one write for a burst.
+            first.map(|first| {
+                let mut more = Vec::new();
+                while more.len() < BURST {
+                    match chunks.try_recv() {
+                        Ok(chunk) => more.push(chunk),
+                        Err(_) => break,
+                    }
+                }
+                if more.is_empty() {
+                    return first;
+                }
+                let mut joined =
+                    bytes::BytesMut::with_capacity(first.len() + more.iter().map(Bytes::len).sum::<usize>());
+                joined.extend_from_slice(&first);
+                more.iter().for_each(|c| joined.extend_from_slice(c));
+                joined.freeze()
+            })
+        });
         if let (std::task::Poll::Ready(Some(chunk)), Some(g)) = (&polled, &guard) {
             g.0.owe(chunk.len());
         }

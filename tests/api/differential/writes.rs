@@ -199,4 +199,75 @@ async fn random_writes_get_the_same_answers_on_sqlite_and_on_postgres() {
     for path in paths {
         assert_eq!(send(&a, "GET", &path, "").await, send(&b, "GET", &path, "").await, "{path}");
     }
+    // The history of it all is the same too: every resource's revisions, with the same
+    // numbers, actions, authors and changes (times masked). Their order across resources
+    // within one write (the subjects a deleted module lets go) is the order the engine
+    // happened to update the rows in.
+    let (on_sqlite, on_postgres) = (history(&a).await, history(&b).await);
+    assert!(
+        on_sqlite.len() > 111 + 100,
+        "the catalogue's creates and the writes that changed something: {}",
+        on_sqlite.len()
+    );
+    assert_eq!(on_sqlite.keys().collect::<Vec<_>>(), on_postgres.keys().collect::<Vec<_>>());
+    for (key, revision) in &on_sqlite {
+        assert_eq!(revision, &on_postgres[key], "{key:?}");
+    }
+}
+
+/// Every revision of the feed by (type, id, number), times masked, without what places it in
+/// the feed (its id, cursor and links).
+async fn history(t: &TestApp) -> std::collections::BTreeMap<(String, String, i64), Value> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut path = "/v1/revisions?page[size]=200".to_owned();
+    loop {
+        let (status, body) = send(t, "GET", &path, "").await;
+        assert_eq!(status, 200, "{path}: {body}");
+        // The catalogue was loaded into SQLite and copied from there into PostgreSQL.
+        let doc: Value =
+            serde_json::from_str(&masked_times(&body).replace(r#""by":"copy""#, r#""by":"load""#)).unwrap();
+        let data = doc["data"].as_array().unwrap();
+        if data.is_empty() {
+            return out;
+        }
+        for r in data {
+            let resource = &r["relationships"]["resource"]["data"];
+            let key = (
+                resource["type"].as_str().unwrap().to_owned(),
+                resource["id"].as_str().unwrap().to_owned(),
+                r["attributes"]["number"].as_i64().unwrap(),
+            );
+            out.insert(key, r["attributes"].clone());
+        }
+        path = doc["links"]["next"].as_str().unwrap().strip_prefix("http://localhost:8080").unwrap().to_owned();
+    }
+}
+
+/// `text` with every time as the API writes them (`2026-01-31T12:00:00.000Z`) masked.
+fn masked_times(text: &str) -> String {
+    let shape = |w: &[u8]| {
+        w.len() == 24
+            && w.iter().enumerate().all(|(i, c)| match i {
+                4 | 7 => *c == b'-',
+                10 => *c == b'T',
+                13 | 16 => *c == b':',
+                19 => *c == b'.',
+                23 => *c == b'Z',
+                _ => c.is_ascii_digit(),
+            })
+    };
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        if i + 24 <= b.len() && shape(&b[i..i + 24]) {
+            out.push_str("TIME");
+            i += 24;
+        } else {
+            let ch = text[i..].chars().next().unwrap();
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
 }
