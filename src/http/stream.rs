@@ -72,13 +72,22 @@ pub async fn stream(app: &Arc<App>, req: Req) -> Result<Response> {
         r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("5"));
         return Ok(r);
     };
-    // Below the oldest revision kept: the client must start again from an export.
-    if let Some(after) = after {
-        let floor = app.db.read(|t| Ok(history::floor(t)?)).await?;
-        if after < floor {
-            return Err(pruned());
+    // Where the stream starts is settled before it answers: whatever commits once the client
+    // has the answer's head is sent. Below the oldest revision kept, the client must start
+    // again from an export.
+    let after = match after {
+        Some(after) => {
+            let floor = app.db.read(|t| Ok(history::floor(t)?)).await?;
+            if after < floor {
+                return Err(pruned());
+            }
+            after
         }
-    }
+        None => {
+            app.db.sync_feed().await?;
+            app.db.read(|t| Ok(history::head(t)?)).await?
+        }
+    };
     let (out, chunks) = mpsc::channel::<Bytes>(QUEUED);
     let hook = super::conn_hook();
     let guard = hook.map(StreamGuard::new);
@@ -166,25 +175,14 @@ struct Subscriber {
 struct Gone;
 
 impl Subscriber {
-    async fn run(mut self, after: Option<i64>) {
+    async fn run(mut self, after: i64) {
         // First, so that whatever commits from now on is in the ring.
         let mut ring = self.app.streams.subscribe(&self.app.db);
         let mut closing = self.app.streams.closing();
         if self.send(Bytes::from_static(b"retry: 1000\n\n")).await.is_err() {
             return;
         }
-        self.last = match after {
-            Some(after) => after,
-            None => {
-                if self.app.db.sync_feed().await.is_err() {
-                    return;
-                }
-                match self.app.db.read(|t| Ok(history::head(t)?)).await {
-                    Ok(head) => head,
-                    Err(_) => return,
-                }
-            }
-        };
+        self.last = after;
         if self.catch_up(None).await.is_err() {
             return;
         }
