@@ -14,14 +14,17 @@ const EVERY: Duration = Duration::from_secs(3600);
 /// Returns the revisions deleted and the feed's new floor.
 pub async fn prune(db: &Db, before: i64) -> crate::error::Result<(u64, i64)> {
     let ctx = WriteContext::system("prune");
+    // The floor first, committed: a reader is told of the prune before anything goes.
+    let cut = db
+        .write(&ctx, move |tx| {
+            let cut = history::prune_cut(tx, before)?;
+            history::raise_floor(tx, cut)?;
+            Ok(cut)
+        })
+        .await?;
     let mut total = 0;
     loop {
-        let (n, cut) = db
-            .write(&ctx, move |tx| {
-                let cut = history::prune_cut(tx, before)?;
-                Ok((history::prune(tx, cut)?, cut))
-            })
-            .await?;
+        let n = db.write(&ctx, move |tx| Ok(history::prune(tx, cut)?)).await?;
         total += n;
         if (n as usize) < PRUNE_BATCH {
             return Ok((total, cut));

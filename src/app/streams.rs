@@ -31,9 +31,15 @@ pub const DEFAULT_MAX_STREAMS: usize = 256;
 /// the connection's watchdog see it alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
+/// A revision whose changes are larger than this is not kept in the ring: its subscribers read
+/// it from the database, so the ring holds at most [`RING`] times this (and its rendering).
+const KEPT_BYTES: usize = 64 << 10;
+
 /// A new revision on its way to subscribers.
 pub struct Event {
-    pub revision: Revision,
+    seq: i64,
+    /// `None` when larger than [`KEPT_BYTES`].
+    pub revision: Option<Revision>,
     /// The event as sent, with the link base it was rendered for.
     rendered: Mutex<Option<(String, Bytes)>>,
 }
@@ -41,7 +47,7 @@ pub struct Event {
 impl Event {
     /// The event's place in the feed.
     pub fn seq(&self) -> i64 {
-        self.revision.seq.unwrap_or_default()
+        self.seq
     }
 
     /// The event as sent with links under `base`: rendered by `render` once for the most
@@ -51,7 +57,8 @@ impl Event {
         if let Some((_, bytes)) = kept.as_ref().filter(|(b, _)| b == base.as_str()) {
             return bytes.clone();
         }
-        let bytes = render(&self.revision);
+        let Some(revision) = &self.revision else { return Bytes::new() };
+        let bytes = render(revision);
         *kept = Some((base.as_str().to_owned(), bytes.clone()));
         bytes
     }
@@ -66,7 +73,7 @@ pub struct Streams {
     pub heartbeat: Duration,
     closing: watch::Sender<bool>,
     /// The running hub's ring, if one runs.
-    hub: Mutex<Option<broadcast::Sender<Arc<Event>>>>,
+    hub: Arc<Mutex<Option<broadcast::Sender<Arc<Event>>>>>,
 }
 
 impl Streams {
@@ -76,7 +83,7 @@ impl Streams {
             max,
             heartbeat: HEARTBEAT,
             closing: watch::channel(false).0,
-            hub: Mutex::new(None),
+            hub: Arc::default(),
         }
     }
 
@@ -100,14 +107,31 @@ impl Streams {
         }
         let (tx, rx) = broadcast::channel(RING);
         *hub = Some(tx.clone());
-        tokio::spawn(run(db.clone(), tx, self.closing()));
+        tokio::spawn(run(db.clone(), tx, self.hub.clone(), self.closing()));
         rx
     }
 }
 
 /// The hub: reads what is new and sends it into the ring, until no one subscribes or the
 /// server stops.
-async fn run(db: Db, tx: broadcast::Sender<Arc<Event>>, mut closing: watch::Receiver<bool>) {
+async fn run(
+    db: Db,
+    tx: broadcast::Sender<Arc<Event>>,
+    slot: Arc<Mutex<Option<broadcast::Sender<Arc<Event>>>>>,
+    mut closing: watch::Receiver<bool>,
+) {
+    // Ends the hub if no one subscribes, under the lock `subscribe` takes: a subscriber is
+    // either counted before, or starts a hub of its own after.
+    let unsubscribed = || {
+        let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+        if tx.receiver_count() > 0 {
+            return false;
+        }
+        if slot.as_ref().is_some_and(|s| s.same_channel(&tx)) {
+            *slot = None;
+        }
+        true
+    };
     let mut head = loop {
         match db.read(|t| Ok(history::head(t)?)).await {
             Ok(head) => break head,
@@ -117,13 +141,13 @@ async fn run(db: Db, tx: broadcast::Sender<Arc<Event>>, mut closing: watch::Rece
             () = tokio::time::sleep(POLL) => {}
             _ = closing.changed() => return,
         }
-        if tx.receiver_count() == 0 {
+        if unsubscribed() {
             return;
         }
     };
     let mut more = false;
     loop {
-        if tx.receiver_count() == 0 || *closing.borrow() {
+        if *closing.borrow() || unsubscribed() {
             return;
         }
         if !more {
@@ -145,11 +169,21 @@ async fn run(db: Db, tx: broadcast::Sender<Arc<Event>>, mut closing: watch::Rece
                 continue;
             }
         };
-        more = page.revisions.len() == READ;
+        if page.pruned {
+            // Pruned past the hub's place: go on from the floor (its subscribers behind it are
+            // ended when they read from there, and told so when they reconnect).
+            if let Ok(floor) = db.read(|t| Ok(history::floor(t)?)).await {
+                head = floor;
+            }
+            continue;
+        }
+        more = !page.revisions.is_empty() && page.more();
         head = page.next;
         for revision in page.revisions {
+            let seq = revision.seq.unwrap_or_default();
+            let revision = (revision.changes.len() <= KEPT_BYTES).then_some(revision);
             // No subscriber left: the next round ends the hub.
-            let _ = tx.send(Arc::new(Event { revision, rendered: Mutex::new(None) }));
+            let _ = tx.send(Arc::new(Event { seq, revision, rendered: Mutex::new(None) }));
         }
     }
 }

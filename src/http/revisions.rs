@@ -28,6 +28,9 @@ use crate::render::Base;
 use crate::resources::{self, ResourceType};
 use crate::store::history::{self, Revision};
 
+/// The most bytes of changes one page of a resource's revisions holds (400 past them).
+const RESOURCE_PAGE_BYTES: usize = 16 << 20;
+
 /// The most revisions one page of the feed holds, and how many it holds unless asked.
 pub const MAX_FEED_PAGE: u64 = 1000;
 const DEFAULT_FEED_PAGE: u64 = 100;
@@ -47,7 +50,9 @@ pub fn revision_key(id: &str) -> Option<i64> {
             .then(|| u64::from_str_radix(s, 16).ok())
             .flatten()
     };
-    let key = (hex(high, 8)? << 48) | hex(low, 12)?;
+    // The high part holds the key's top 15 bits (keys are positive i64).
+    let high = hex(high, 8).filter(|h| *h <= 0x7fff)?;
+    let key = (high << 48) | hex(low, 12)?;
     i64::try_from(key).ok().filter(|k| *k > 0)
 }
 
@@ -101,6 +106,16 @@ pub(super) fn object(base: &Base, r: &Revision) -> Json {
 
 fn body(doc: &Json) -> bytes::Bytes {
     serde_json::to_vec(doc).unwrap_or_default().into()
+}
+
+/// 410: the revisions after a cursor were pruned.
+pub(super) fn pruned() -> Error {
+    Problem::new(
+        StatusCode::GONE,
+        "history_pruned",
+        "The revisions after this cursor were pruned: start again from an export of the catalogue and the feed from its start.",
+    )
+    .into()
 }
 
 /// The query parameters of `query`, decoded; a parameter not in `known` is a 400.
@@ -171,21 +186,17 @@ pub async fn feed(app: &App, req: Req) -> Result<Response> {
     let page = app
         .db
         .scan(move |tx| {
-            let floor = history::floor(tx)?;
-            let from = after.unwrap_or(floor);
-            if from < floor {
-                return Ok(Err(from));
-            }
-            Ok(Ok(history::feed(tx, from, size as usize, &types)?))
+            // Without a cursor, from the start of what is kept.
+            let from = match after {
+                Some(after) => after,
+                None => history::floor(tx)?,
+            };
+            history::feed(tx, from, size as usize, &types)
         })
         .await?;
-    let page = page.map_err(|_| {
-        Error::from(Problem::new(
-            StatusCode::GONE,
-            "history_pruned",
-            "The revisions after this cursor were pruned: start again from an export of the catalogue and the feed from its start.",
-        ))
-    })?;
+    if page.pruned {
+        return Err(pruned());
+    }
     let data: Vec<Json> = page.revisions.iter().map(|r| object(&base, r)).collect();
     let link = |after: i64| {
         let mut q = form_urlencoded::Serializer::new(String::new());
@@ -236,14 +247,26 @@ pub async fn of_resource(app: &App, rt: &'static ResourceType, raw_id: &str, req
         .read(move |tx| {
             let Some((min, max)) = history::numbers(tx, rt, &read_id)? else { return Ok(None) };
             let below = max.saturating_sub(((page - 1) * size) as i64);
-            let revisions =
-                if below < min { Vec::new() } else { history::of_resource(tx, rt, &read_id, below, size as usize)? };
+            let revisions = if below < min {
+                Some(Vec::new())
+            } else {
+                history::of_resource(tx, rt, &read_id, below, size as usize, RESOURCE_PAGE_BYTES)?
+            };
             Ok(Some(((max - min + 1) as u64, revisions)))
         })
         .await?;
     let Some((total, revisions)) = found else {
         return Err(crate::store::select::not_found(rt, raw_id));
     };
+    let revisions = revisions.ok_or_else(|| {
+        Error::from(Problem::bad_param(
+            "page[size]",
+            format!(
+                "These revisions hold more than {} MiB of changes, more than a document may: ask for a smaller `page[size]`.",
+                RESOURCE_PAGE_BYTES >> 20
+            ),
+        ))
+    })?;
     let path = format!("{}/{}/{}/revisions", base.as_str(), rt.name, id);
     let last = total.div_ceil(size).max(1);
     let count = revisions.len() as u64;
@@ -316,6 +339,8 @@ mod tests {
             "0000000-0000-8000-8000-0000000000001",
             "00000000-0000-4000-8000-000000000001",
             "01a221d7-42c0-743b-b565-0ce8e4ddcc3e",
+            "00010000-0000-8000-8000-000000000001",
+            "00008000-0000-8000-8000-000000000001",
         ] {
             assert_eq!(revision_key(bad), None, "{bad}");
         }

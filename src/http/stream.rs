@@ -79,7 +79,7 @@ pub async fn stream(app: &Arc<App>, req: Req) -> Result<Response> {
         Some(after) => {
             let floor = app.db.read(|t| Ok(history::floor(t)?)).await?;
             if after < floor {
-                return Err(pruned());
+                return Err(super::revisions::pruned());
             }
             after
         }
@@ -91,7 +91,7 @@ pub async fn stream(app: &Arc<App>, req: Req) -> Result<Response> {
     let (out, chunks) = mpsc::channel::<Bytes>(QUEUED);
     let hook = super::conn_hook();
     let guard = hook.map(StreamGuard::new);
-    let sub = Subscriber { app: app.clone(), base, types, out, last: 0 };
+    let sub = Subscriber { app: app.clone(), base, types, out, last: 0, sent_at: tokio::time::Instant::now() };
     tokio::spawn(async move {
         let _permit = permit;
         sub.run(after).await;
@@ -137,15 +137,6 @@ fn cursor(raw: &str, name: &str) -> Result<i64> {
     })
 }
 
-fn pruned() -> Error {
-    Problem::new(
-        StatusCode::GONE,
-        "history_pruned",
-        "The revisions after this cursor were pruned: start again from an export of the catalogue and the feed from its start.",
-    )
-    .into()
-}
-
 /// Tells the connection a stream is being sent, for as long as its body lives.
 struct StreamGuard(Arc<dyn ConnHook>);
 
@@ -169,6 +160,8 @@ struct Subscriber {
     out: mpsc::Sender<Bytes>,
     /// The place of the last revision sent (or skipped by the filter).
     last: i64,
+    /// When bytes last went to the client: a heartbeat is due a while after.
+    sent_at: tokio::time::Instant,
 }
 
 /// The client stopped taking chunks, or went away.
@@ -183,11 +176,12 @@ impl Subscriber {
             return;
         }
         self.last = after;
-        if self.catch_up(None).await.is_err() {
+        if self.catch_up().await.is_err() {
             return;
         }
         let heartbeat = self.app.streams.heartbeat;
         loop {
+            let beat = self.sent_at + heartbeat;
             let sent = tokio::select! {
                 event = ring.recv() => match event {
                     Ok(event) => self.forward(&event).await,
@@ -195,7 +189,7 @@ impl Subscriber {
                     // with `Last-Event-ID` and catches up from the database.
                     Err(RecvError::Lagged(_)) | Err(RecvError::Closed) => return,
                 },
-                () = tokio::time::sleep(heartbeat) => self.send(Bytes::from_static(b": \n\n")).await,
+                () = tokio::time::sleep_until(beat) => self.send(Bytes::from_static(b": \n\n")).await,
                 _ = closing.changed() => return,
                 () = self.out.closed() => return,
             };
@@ -205,17 +199,20 @@ impl Subscriber {
         }
     }
 
-    /// Sends what the database holds after `last` (up to `until`, when given, and beyond if
-    /// it is there already).
-    async fn catch_up(&mut self, until: Option<i64>) -> std::result::Result<(), Gone> {
+    /// Sends everything the database holds after `last`. A place pruned meanwhile ends the
+    /// stream: the client's reconnect is told so (410).
+    async fn catch_up(&mut self) -> std::result::Result<(), Gone> {
         loop {
             let after = self.last;
             let page = self.app.db.scan(move |t| history::feed(t, after, CATCH_UP, &[])).await.map_err(|_| Gone)?;
-            let full = page.revisions.len() == CATCH_UP;
+            if page.pruned {
+                return Err(Gone);
+            }
             for revision in &page.revisions {
                 self.send_revision(revision, None).await?;
             }
-            if !full || until.is_some_and(|u| self.last >= u) {
+            // A page may stop short of its size at its byte limit: go on while there is more.
+            if page.revisions.is_empty() || !page.more() {
                 return Ok(());
             }
         }
@@ -226,12 +223,12 @@ impl Subscriber {
         if seq <= self.last {
             return Ok(());
         }
-        if seq > self.last + 1 {
-            // Committed before the ring had it (the hub started after this stream read): read
-            // from the database, this event included.
-            return self.catch_up(Some(seq)).await;
+        match &event.revision {
+            Some(revision) if seq == self.last + 1 => self.send_revision(revision, Some(event)).await,
+            // A gap (committed before the ring had it: the hub started after this stream read),
+            // or a revision too large to keep in the ring: from the database, this one included.
+            _ => self.catch_up().await,
         }
-        self.send_revision(&event.revision, Some(event)).await
     }
 
     async fn send_revision(
@@ -259,9 +256,12 @@ impl Subscriber {
         self.send(bytes).await
     }
 
-    async fn send(&self, chunk: Bytes) -> std::result::Result<(), Gone> {
+    async fn send(&mut self, chunk: Bytes) -> std::result::Result<(), Gone> {
         match tokio::time::timeout(STALL, self.out.send(chunk)).await {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(())) => {
+                self.sent_at = tokio::time::Instant::now();
+                Ok(())
+            }
             _ => Err(Gone),
         }
     }

@@ -61,20 +61,30 @@ pub fn get(tx: &mut dyn Tx, key: i64) -> Result<Option<Revision>, DbError> {
 }
 
 /// Up to `size` revisions of one resource, newest first, those numbered `below` or lower
-/// (`i64::MAX` for the newest).
+/// (`i64::MAX` for the newest); `None` when their changes come to more than `budget` bytes
+/// (rows past it are read but not kept).
 pub fn of_resource(
     tx: &mut dyn Tx,
     rt: &ResourceType,
     id: &str,
     below: i64,
     size: usize,
-) -> Result<Vec<Revision>, DbError> {
+    budget: usize,
+) -> Result<Option<Vec<Revision>>, DbError> {
     let sql = format!(
         "SELECT {COLUMNS} FROM revision_log WHERE resource_type = ? AND resource_id = ? AND number <= ? \
          ORDER BY number DESC LIMIT ?"
     );
     let params = [Value::Text(rt.name.into()), Value::Text(id.into()), Value::Int(below), Value::Int(size as i64)];
-    revisions(tx, &sql, &params)
+    let (mut out, mut bytes) = (Vec::new(), 0);
+    tx.query(&sql, &params, &mut |r| {
+        if bytes <= budget {
+            let r = revision(r);
+            bytes += r.changes.len();
+            out.push(r);
+        }
+    })?;
+    Ok((bytes <= budget).then_some(out))
 }
 
 /// The numbers of the oldest and newest revision kept of a resource; `None` when it has none.
@@ -97,6 +107,15 @@ pub struct FeedPage {
     pub next: i64,
     /// The newest place in the feed.
     pub head: i64,
+    /// The place asked for is below the floor: what came after it was pruned (no revisions).
+    pub pruned: bool,
+}
+
+impl FeedPage {
+    /// Whether the feed holds more after this page (unfiltered reads).
+    pub fn more(&self) -> bool {
+        self.next < self.head
+    }
 }
 
 /// The most places of the feed one filtered page examines: a filter that matches little
@@ -113,13 +132,16 @@ const FEED_CHUNK: i64 = 64;
 pub fn feed(tx: &mut dyn Tx, after: i64, size: usize, types: &[&ResourceType]) -> crate::error::Result<FeedPage> {
     super::tx::snapshot(tx, |tx| {
         let head = head(tx)?;
+        if after < floor(tx)? {
+            return Ok(FeedPage { revisions: Vec::new(), next: after, head, pruned: true });
+        }
         let window = if types.is_empty() { i64::MAX } else { after.saturating_add(FEED_SCAN).min(head) };
         let mut filter = String::new();
         if !types.is_empty() {
             filter = format!(" AND {}", tx.dialect().in_ids("resource_type"));
         }
         let sql = format!("SELECT {COLUMNS} FROM revision_log WHERE seq > ? AND seq <= ?{filter} ORDER BY seq LIMIT ?");
-        let mut page = FeedPage { revisions: Vec::new(), next: after, head };
+        let mut page = FeedPage { revisions: Vec::new(), next: after, head, pruned: false };
         let (mut from, mut bytes) = (after, 0);
         while page.revisions.len() < size && bytes < FEED_BYTES {
             let want = (size - page.revisions.len()).min(FEED_CHUNK as usize);
@@ -128,13 +150,23 @@ pub fn feed(tx: &mut dyn Tx, after: i64, size: usize, types: &[&ResourceType]) -
                 params.push(Value::Ids(types.iter().map(|t| t.name.to_owned()).collect()));
             }
             params.push(Value::Int(want as i64));
-            let got = revisions(tx, &sql, &params)?;
-            let n = got.len();
-            for r in got {
+            // Rows past the budget are read but not kept (at most a chunk of them).
+            let (mut n, mut full) = (0, false);
+            tx.query(&sql, &params, &mut |row| {
+                n += 1;
+                if bytes >= FEED_BYTES {
+                    full = true;
+                    return;
+                }
+                let r = revision(row);
                 bytes += r.changes.len();
                 from = r.seq.unwrap_or(from);
                 page.revisions.push(r);
+            })?;
+            if full {
+                break;
             }
+            let n = n as usize;
             if n < want {
                 // Everything up to the window was examined.
                 if !types.is_empty() {
@@ -181,30 +213,46 @@ fn current(tx: &mut dyn Tx, rt: &ResourceType, id: &str) -> Result<Option<Map<St
 }
 
 /// The most revisions a restore walks back over (newer than the one restored).
-const RESTORE_DEPTH: usize = 100_000;
+const RESTORE_DEPTH: usize = 10_000;
 
 /// The resource as it was right after `rev` (`None`: it did not exist then), worked out
 /// backwards from how it is now: each newer revision, newest first, gives its members their
 /// `before` values. Needs no revision older than `rev`.
 fn state_after(tx: &mut dyn Tx, rt: &ResourceType, rev: &Revision) -> crate::error::Result<Option<Map<String, Json>>> {
     let mut state = current(tx, rt, &rev.resource_id)?;
-    let sql = format!(
-        "SELECT {COLUMNS} FROM revision_log WHERE resource_type = ? AND resource_id = ? AND number > ? \
-         ORDER BY number DESC LIMIT ?"
-    );
-    let params = [
-        Value::Text(rt.name.into()),
-        Value::Text(rev.resource_id.clone()),
-        Value::Int(rev.number),
-        Value::Int(RESTORE_DEPTH as i64 + 1),
-    ];
-    let newer = revisions(tx, &sql, &params)?;
-    if newer.len() > RESTORE_DEPTH {
+    let newest = numbers(tx, rt, &rev.resource_id)?.map_or(rev.number, |(_, max)| max);
+    if newest - rev.number > RESTORE_DEPTH as i64 {
         return Err(conflict(format!(
             "Revision {} is more than {RESTORE_DEPTH} changes ago; restore a later revision first.",
             rev.number
         )));
     }
+    // Newest first, a few at a time: a revision may hold a long text twice.
+    let sql = format!(
+        "SELECT {COLUMNS} FROM revision_log WHERE resource_type = ? AND resource_id = ? AND number > ? \
+         AND number <= ? ORDER BY number DESC LIMIT 16"
+    );
+    let mut upper = newest;
+    while upper > rev.number {
+        let params = [
+            Value::Text(rt.name.into()),
+            Value::Text(rev.resource_id.clone()),
+            Value::Int(rev.number),
+            Value::Int(upper),
+        ];
+        let newer = revisions(tx, &sql, &params)?;
+        let Some(oldest) = newer.last().map(|r| r.number) else { break };
+        upper = oldest - 1;
+        state = unwind(state, newer)?;
+    }
+    Ok(state)
+}
+
+/// `state` as it was before `newer` (newest first).
+fn unwind(
+    mut state: Option<Map<String, Json>>,
+    newer: Vec<Revision>,
+) -> crate::error::Result<Option<Map<String, Json>>> {
     for r in newer {
         let Ok(Json::Object(changes)) = serde_json::from_str::<Json>(&r.changes) else {
             return Err(crate::error::Error::internal(format!("revision {} holds no changes object", r.key)));
@@ -331,11 +379,18 @@ pub fn prune_cut(tx: &mut dyn Tx, before: i64) -> Result<i64, DbError> {
     Ok(low)
 }
 
-/// Deletes the revisions up to the place `cut`, at most [`PRUNE_BATCH`] of them (call it
-/// again while it deletes that many), keeping the newest revision of each resource that
-/// exists (so that its numbers go on and it keeps a history) and the newest of all (so that
-/// SQLite never hands out a place again); raises the floor of the feed to `cut`. Returns how
-/// many it deleted.
+/// Raises the floor of the feed to `cut`: from its commit on, a reader after an older place is
+/// told its revisions are pruned, before any is deleted (see [`prune`]).
+pub fn raise_floor(tx: &mut dyn Tx, cut: i64) -> Result<(), DbError> {
+    let (_, _, raise) = tx.dialect().pruning();
+    tx.execute(raise, &[Value::Int(cut), Value::Int(cut)]).map(drop)
+}
+
+/// Deletes the revisions up to the place `cut` (at most the floor, raised first by
+/// [`raise_floor`] in a transaction of its own), at most [`PRUNE_BATCH`] of them (call it again
+/// while it deletes that many), keeping the newest revision of each resource that exists (so
+/// that its numbers go on and it keeps a history) and the newest of all (so that SQLite never
+/// hands out a place again). Returns how many it deleted.
 pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<u64, DbError> {
     let live = TYPES
         .iter()
@@ -352,21 +407,19 @@ pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<u64, DbError> {
                     AND CASE r.resource_type {live} ELSE FALSE END) \
          ORDER BY seq LIMIT ?"
     );
-    let floor = floor(tx)?;
+    // Nothing above the floor: a reader may still be reading there.
+    let cut = cut.min(floor(tx)?);
     let keys = tx.strings(
         &format!("SELECT CAST(key AS TEXT) FROM ({sql}) AS k"),
-        &[Value::Int(floor), Value::Int(cut), Value::Int(PRUNE_BATCH as i64)],
+        &[Value::Int(0), Value::Int(cut), Value::Int(PRUNE_BATCH as i64)],
     )?;
-    let (revisions, feed, raise) = tx.dialect().pruning();
+    let (revisions, feed, _) = tx.dialect().pruning();
     let n = keys.len() as u64;
     if !keys.is_empty() {
         if let Some(feed) = feed {
             tx.execute(feed, &[Value::Ids(keys.clone())])?;
         }
         tx.execute(revisions, &[Value::Ids(keys)])?;
-    }
-    if (n as usize) < PRUNE_BATCH {
-        tx.execute(raise, &[Value::Int(cut), Value::Int(cut)])?;
     }
     Ok(n)
 }

@@ -573,3 +573,19 @@ fn the_prune_command_prunes_a_database_file_and_refuses_a_bad_date() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--before"));
 }
+
+on_both!(a_page_of_revisions_too_large_for_a_document_is_a_400);
+async fn a_page_of_revisions_too_large_for_a_document_is_a_400() {
+    let t = TestApp::new().await;
+    let m = t.module("Long texts").await;
+    // Each revision holds about 2 MiB: the text before and after.
+    for i in 0..9 {
+        let content = format!("{i} {}", "long text ".repeat(100_000));
+        let body = json!({"data": {"type": "modules", "id": m, "attributes": {"content": content}}});
+        t.write("PATCH", &format!("/v1/modules/{m}"), body).await.assert_status(200);
+    }
+    t.get(&format!("/v1/modules/{m}/revisions?page[size]=20")).await.assert_error(400, "page[size]");
+    let r = t.get(&format!("/v1/modules/{m}/revisions?page[size]=2")).await;
+    r.assert_status(200);
+    assert_eq!(r.data().len(), 2);
+}

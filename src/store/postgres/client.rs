@@ -26,6 +26,9 @@ pub struct PgConn {
     closed: bool,
     /// Statements to send with the next one (`;`-separated; empty for none).
     deferred: String,
+    /// A write context to send with the next statement (see [`PgConn::ride`]): apart from
+    /// `deferred`, whose being unsent says that no statement of the unit of work went out.
+    riding: String,
     /// The write context the session holds (see [`crate::store::WriteContext`]), or is about to
     /// once what is deferred is sent.
     pub context: Option<crate::store::WriteContext>,
@@ -47,6 +50,7 @@ impl PgConn {
             messages,
             closed: false,
             deferred: String::new(),
+            riding: String::new(),
             context: None,
             statements: HashMap::new(),
             broken: false,
@@ -73,18 +77,30 @@ impl PgConn {
         self.deferred.push_str(sql);
     }
 
-    /// Drops the held-back statements; `true` if there were any (so they never reached the
-    /// server, a context among them).
+    /// Holds `sql` (a write context's `set_config`) back to go with the next statement, after
+    /// what [`PgConn::defer`] holds; it replaces a context held back before it.
+    pub fn ride(&mut self, sql: String) {
+        self.riding = sql;
+    }
+
+    /// Drops the held-back statements; `true` if what [`PgConn::defer`] held was among them
+    /// (a transaction's `BEGIN`: then no statement of it reached the server). A context held
+    /// back is dropped too, and forgotten.
     pub fn cancel_deferred(&mut self) -> bool {
-        let any = self.take_deferred().is_some();
-        if any {
+        if !std::mem::take(&mut self.riding).is_empty() {
             self.context = None;
         }
-        any
+        !std::mem::take(&mut self.deferred).is_empty()
     }
 
     fn take_deferred(&mut self) -> Option<String> {
-        Some(std::mem::take(&mut self.deferred)).filter(|s| !s.is_empty())
+        let (deferred, riding) = (std::mem::take(&mut self.deferred), std::mem::take(&mut self.riding));
+        match (deferred.is_empty(), riding.is_empty()) {
+            (true, true) => None,
+            (false, true) => Some(deferred),
+            (true, false) => Some(riding),
+            (false, false) => Some(format!("{deferred}; {riding}")),
+        }
     }
 
     /// Runs statements without parameters or rows (and a held-back one first).

@@ -54,6 +54,17 @@ pub struct Postgres {
     /// Always `Some` until dropped.
     engine: Option<Arc<Engine>>,
     batcher: Arc<Batcher>,
+    /// Rounds of [`Postgres::sync_feed`], one at a time.
+    feed_rounds: FeedRounds,
+}
+
+/// [`Postgres::sync_feed`] as one round at a time that every caller waiting shares: a round
+/// that began after a caller came sequences whatever that caller may have committed, so the
+/// caller need not run one of its own. Numbered from 1; `done` is the last round finished.
+#[derive(Default)]
+struct FeedRounds {
+    started: std::sync::atomic::AtomicU64,
+    done: tokio::sync::Mutex<u64>,
 }
 
 impl Drop for Postgres {
@@ -96,7 +107,7 @@ impl Postgres {
         let engine = Arc::new(Engine { pool, shared, name, workers, feed: Arc::default() });
         start_folding(Arc::downgrade(&engine));
         sequencer::start(Arc::downgrade(&engine));
-        Ok(Postgres { engine: Some(engine), batcher: Arc::default() })
+        Ok(Postgres { engine: Some(engine), batcher: Arc::default(), feed_rounds: FeedRounds::default() })
     }
 
     fn engine(&self) -> &Arc<Engine> {
@@ -150,6 +161,20 @@ impl Postgres {
     /// Gives every revision committed so far its place in the feed (see `sequencer.rs`), so
     /// that a feed read that follows sees them.
     pub async fn sync_feed(&self) -> Result<()> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let came = self.feed_rounds.started.load(SeqCst);
+        let mut done = self.feed_rounds.done.lock().await;
+        if *done > came {
+            // A round began after this caller came and has finished.
+            return Ok(());
+        }
+        let round = self.feed_rounds.started.fetch_add(1, SeqCst) + 1;
+        self.sequence_now().await?;
+        *done = round;
+        Ok(())
+    }
+
+    async fn sequence_now(&self) -> Result<()> {
         let engine = self.engine().clone();
         let running = self.engine().workers.run(Queue::Back, move || {
             let mut conn = engine

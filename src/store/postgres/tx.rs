@@ -160,7 +160,7 @@ impl Tx for PgTx<'_> {
             return Ok(());
         }
         // Not counted as a statement of its own: it rides with the next one.
-        self.conn.defer(&context_statement(ctx));
+        self.conn.ride(context_statement(ctx));
         self.conn.context = Some(ctx.clone());
         Ok(())
     }

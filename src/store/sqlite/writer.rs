@@ -207,8 +207,14 @@ fn run_group(
         }
         run("RELEASE write")?;
     }
-    if let Some(indexing) = indexing {
-        indexing.flush(&tx)?;
+    match indexing {
+        Some(indexing) => indexing.flush(&tx)?,
+        // The schema's triggers ran, reading the file's own `history_context`: set back, so
+        // that other connections' writes are not recorded as this group's last caller.
+        None => {
+            run("UPDATE main.history_context SET actor = 'sqlite', action = NULL WHERE id = 1")?;
+            *held = None;
+        }
     }
     log::trace!("ran {} writes in {} µs", delivers.len(), started.elapsed().as_micros());
     tx.commit()
