@@ -238,7 +238,7 @@ pub async fn of_resource(app: &App, rt: &'static ResourceType, raw_id: &str, req
     check_accept(&req.headers)?;
     let pairs = params(req.query.as_deref(), &["page[number]", "page[size]"], "page[number], page[size]")?;
     let size = number(&pairs, "page[size]", DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
-    let page = number(&pairs, "page[number]", 1, u64::MAX >> 16)?;
+    let page = number(&pairs, "page[number]", 1, u64::MAX)?;
     let id = parse_id(rt, raw_id)?;
     let base = app.base(&req.headers)?;
     let read_id = id.clone();
@@ -246,7 +246,8 @@ pub async fn of_resource(app: &App, rt: &'static ResourceType, raw_id: &str, req
         .db
         .read(move |tx| {
             let Some((min, max)) = history::numbers(tx, rt, &read_id)? else { return Ok(None) };
-            let below = max.saturating_sub(((page - 1) * size) as i64);
+            let skipped = i64::try_from((page - 1).saturating_mul(size)).unwrap_or(i64::MAX);
+            let below = max.saturating_sub(skipped);
             let revisions = if below < min {
                 Some(Vec::new())
             } else {

@@ -47,6 +47,17 @@ fn responses(success: Value, extra: &[u16]) -> Map<String, Value> {
     r
 }
 
+/// A feed cursor, as the feed gives them.
+fn cursor() -> Value {
+    json!({"type": "string", "pattern": "^[0-9]+$"})
+}
+
+/// A comma-separated list of resource types.
+fn types() -> Value {
+    let one = TYPES.iter().map(|t| t.name).collect::<Vec<_>>().join("|");
+    json!({"type": "string", "pattern": format!("^({one})(,({one}))*$")})
+}
+
 fn param(name: &str, description: String, schema: Value) -> Value {
     json!({"name": name, "in": "query", "required": false, "description": description, "schema": schema})
 }
@@ -73,16 +84,20 @@ pub fn add(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
         "summary": "The change feed: every revision of every resource in commit order. A client that reads on from the last `links.next` it saw never misses a revision.",
         "tags": ["revisions"],
         "parameters": [
-            param("page[after]", "A cursor (`meta.cursor` of a revision, or a `links.next`); the start of the feed when absent.".into(), json!({"type": "string"})),
+            param("page[after]", "A cursor (`meta.cursor` of a revision, or a `links.next`); the start of the feed when absent.".into(), cursor()),
             param("page[size]", format!("Revisions per page, 1 to {MAX_FEED_PAGE} (default 100)."), json!({"type": "integer", "minimum": 1, "maximum": MAX_FEED_PAGE, "default": 100})),
-            param("filter[type]", "Only revisions of these types, comma-separated. A page examines at most 10,000 places of the feed; `links.next` goes on from the last one examined.".into(), json!({"type": "string"})),
+            param("filter[type]", "Only revisions of these types, comma-separated. A page examines at most 10,000 places of the feed; `links.next` goes on from the last one examined.".into(), types()),
         ],
         "responses": feed_responses,
     }}));
     let mut stream_responses = Map::new();
     stream_responses.insert("200".into(), json!({
         "description": "Server-sent events, for as long as the client reads: first `retry: 1000`, then one event per revision (`id:` its cursor, `event: revision`, `data:` the revision's resource object on one line), and a comment line every 15 s while quiet. A client that stops reading is dropped; it reconnects with `Last-Event-ID`.",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}}}));
+        "content": {"text/event-stream": {"schema": {"type": "object", "properties": {
+            "id": {"type": "string", "description": "The revision's cursor."},
+            "event": {"const": "revision"},
+            "data": {"type": "string", "contentMediaType": "application/json", "description": "The revision's resource object."},
+        }}}}}));
     for s in READ_ERRORS.iter().filter(|s| **s != 406).chain(&[410]) {
         let r = match s {
             410 => json!({"description": "The revisions after this cursor were pruned.",
@@ -96,9 +111,9 @@ pub fn add(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
         "summary": "The change feed, live (server-sent events, for `EventSource`): without a cursor, what commits after the stream opened; with `Last-Event-ID` (or `after`), everything after that cursor first, without a gap. A change made through any replica arrives within a second. At most `--max-streams` at once (503 with `Retry-After` past them).",
         "tags": ["revisions"],
         "parameters": [
-            param("after", "A cursor to resume after (`Last-Event-ID` wins when both are sent).".into(), json!({"type": "string"})),
-            param("filter[type]", "Only revisions of these types, comma-separated.".into(), json!({"type": "string"})),
-            {"name": "Last-Event-ID", "in": "header", "required": false, "description": "The `id` of the last event received.", "schema": {"type": "string"}},
+            param("after", "A cursor to resume after (`Last-Event-ID` wins when both are sent).".into(), cursor()),
+            param("filter[type]", "Only revisions of these types, comma-separated.".into(), types()),
+            {"name": "Last-Event-ID", "in": "header", "required": false, "description": "The `id` of the last event received (empty: none).", "schema": {"type": "string", "pattern": "^[0-9]*$"}},
         ],
         "responses": stream_responses,
     }}));
@@ -129,7 +144,7 @@ pub fn add(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
             "tags": [t],
             "parameters": [
                 {"name": "id", "in": "path", "required": true, "schema": {"type": "string", "format": "uuid"}},
-                param("page[number]", "Page number, from 1.".into(), json!({"type": "integer", "minimum": 1, "default": 1})),
+                param("page[number]", "Page number, from 1.".into(), json!({"type": "integer", "minimum": 1, "maximum": u64::MAX, "default": 1})),
                 param("page[size]", format!("Page size, 1 to {MAX_PAGE_SIZE} (default 20)."), json!({"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE, "default": 20})),
             ],
             "responses": responses(ok("A page of revisions.", list.clone()), &[]),
