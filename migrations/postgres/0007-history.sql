@@ -41,38 +41,46 @@ CREATE VIEW revision_log AS
            r.actor, r.changes::text AS changes
     FROM revisions AS r LEFT JOIN revision_feed AS f ON f.revision = r.id;
 
--- Records one revision (called by each table's trigger function). PL/pgSQL, so that each
--- session plans its two statements once: a SQL function's body would be planned at every call.
-CREATE FUNCTION coursed_revision(rtype text, rid text, act text, c json) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    made bigint;
-BEGIN
-    INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
-    VALUES (rtype, rid,
-            coalesce((SELECT max(number) FROM revisions WHERE resource_type = rtype AND resource_id = rid), 0) + 1,
-            CASE WHEN act = 'delete' THEN act ELSE coalesce(nullif(current_setting('coursed.action', true), ''), act) END,
-            date_trunc('milliseconds', clock_timestamp()),
-            coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user), c)
-    RETURNING id INTO made;
-    INSERT INTO revision_pending (revision) VALUES (made);
-END $$;
+-- Each table's trigger function records a revision with one statement of its own (PL/pgSQL
+-- plans it once per session): the row in `revisions`, and its note in `revision_pending`.
 
 
 CREATE FUNCTION modules_revision() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        PERFORM coursed_revision('modules', NEW.id, 'create', json_build_object('title', json_build_array(NULL, NEW.title), 'introduction', json_build_array(NULL, NEW.introduction), 'content', json_build_array(NULL, NEW.content), 'external_id', json_build_array(NULL, NEW.external_id), 'created_at', json_build_array(NULL, coursed_time(NEW.created_at)), 'updated_at', json_build_array(NULL, coursed_time(NEW.updated_at))));
+        WITH r AS (
+            INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+            VALUES ('modules', NEW.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'modules' AND resource_id = NEW.id), 0) + 1,
+                    coalesce(nullif(current_setting('coursed.action', true), ''), 'create'), date_trunc('milliseconds', clock_timestamp()),
+                    coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
+                    json_build_object('title', json_build_array(NULL, NEW.title), 'introduction', json_build_array(NULL, NEW.introduction), 'content', json_build_array(NULL, NEW.content), 'external_id', json_build_array(NULL, NEW.external_id), 'created_at', json_build_array(NULL, coursed_time(NEW.created_at)), 'updated_at', json_build_array(NULL, coursed_time(NEW.updated_at))))
+            RETURNING id)
+        INSERT INTO revision_pending (revision) SELECT id FROM r;
     ELSIF TG_OP = 'DELETE' THEN
-        PERFORM coursed_revision('modules', OLD.id, 'delete', json_build_object('title', json_build_array(OLD.title, NULL), 'introduction', json_build_array(OLD.introduction, NULL), 'content', json_build_array(OLD.content, NULL), 'external_id', json_build_array(OLD.external_id, NULL), 'created_at', json_build_array(coursed_time(OLD.created_at), NULL), 'updated_at', json_build_array(coursed_time(OLD.updated_at), NULL)));
+        WITH r AS (
+            INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+            VALUES ('modules', OLD.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'modules' AND resource_id = OLD.id), 0) + 1,
+                    'delete', date_trunc('milliseconds', clock_timestamp()),
+                    coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
+                    json_build_object('title', json_build_array(OLD.title, NULL), 'introduction', json_build_array(OLD.introduction, NULL), 'content', json_build_array(OLD.content, NULL), 'external_id', json_build_array(OLD.external_id, NULL), 'created_at', json_build_array(coursed_time(OLD.created_at), NULL), 'updated_at', json_build_array(coursed_time(OLD.updated_at), NULL)))
+            RETURNING id)
+        INSERT INTO revision_pending (revision) SELECT id FROM r;
     ELSE
-        PERFORM coursed_revision('modules', NEW.id, 'update', (SELECT json_object_agg(k, v) FROM (VALUES
+        WITH r AS (
+            INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+            VALUES ('modules', NEW.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'modules' AND resource_id = NEW.id), 0) + 1,
+                    coalesce(nullif(current_setting('coursed.action', true), ''), 'update'), date_trunc('milliseconds', clock_timestamp()),
+                    coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
+                    (SELECT json_object_agg(k, v) FROM (VALUES
             ('title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END),
             ('introduction', CASE WHEN OLD.introduction IS DISTINCT FROM NEW.introduction THEN json_build_array(OLD.introduction, NEW.introduction) END),
             ('content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END),
             ('external_id', CASE WHEN OLD.external_id IS DISTINCT FROM NEW.external_id THEN json_build_array(OLD.external_id, NEW.external_id) END),
             ('created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END),
             ('updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)
-        ) AS d (k, v) WHERE v IS NOT NULL));
+        ) AS d (k, v) WHERE v IS NOT NULL))
+            RETURNING id)
+        INSERT INTO revision_pending (revision) SELECT id FROM r;
     END IF;
     RETURN NULL;
 END $$;
@@ -84,11 +92,30 @@ CREATE TRIGGER modules_revision_update AFTER UPDATE ON modules FOR EACH ROW
 CREATE FUNCTION subjects_revision() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        PERFORM coursed_revision('subjects', NEW.id, 'create', json_build_object('title', json_build_array(NULL, NEW.title), 'introduction', json_build_array(NULL, NEW.introduction), 'content', json_build_array(NULL, NEW.content), 'external_id', json_build_array(NULL, NEW.external_id), 'available_for_courses', json_build_array(NULL, NEW.available_for_courses), 'module', json_build_array(NULL, NEW.module_id), 'created_at', json_build_array(NULL, coursed_time(NEW.created_at)), 'updated_at', json_build_array(NULL, coursed_time(NEW.updated_at))));
+        WITH r AS (
+            INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+            VALUES ('subjects', NEW.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'subjects' AND resource_id = NEW.id), 0) + 1,
+                    coalesce(nullif(current_setting('coursed.action', true), ''), 'create'), date_trunc('milliseconds', clock_timestamp()),
+                    coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
+                    json_build_object('title', json_build_array(NULL, NEW.title), 'introduction', json_build_array(NULL, NEW.introduction), 'content', json_build_array(NULL, NEW.content), 'external_id', json_build_array(NULL, NEW.external_id), 'available_for_courses', json_build_array(NULL, NEW.available_for_courses), 'module', json_build_array(NULL, NEW.module_id), 'created_at', json_build_array(NULL, coursed_time(NEW.created_at)), 'updated_at', json_build_array(NULL, coursed_time(NEW.updated_at))))
+            RETURNING id)
+        INSERT INTO revision_pending (revision) SELECT id FROM r;
     ELSIF TG_OP = 'DELETE' THEN
-        PERFORM coursed_revision('subjects', OLD.id, 'delete', json_build_object('title', json_build_array(OLD.title, NULL), 'introduction', json_build_array(OLD.introduction, NULL), 'content', json_build_array(OLD.content, NULL), 'external_id', json_build_array(OLD.external_id, NULL), 'available_for_courses', json_build_array(OLD.available_for_courses, NULL), 'module', json_build_array(OLD.module_id, NULL), 'created_at', json_build_array(coursed_time(OLD.created_at), NULL), 'updated_at', json_build_array(coursed_time(OLD.updated_at), NULL)));
+        WITH r AS (
+            INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+            VALUES ('subjects', OLD.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'subjects' AND resource_id = OLD.id), 0) + 1,
+                    'delete', date_trunc('milliseconds', clock_timestamp()),
+                    coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
+                    json_build_object('title', json_build_array(OLD.title, NULL), 'introduction', json_build_array(OLD.introduction, NULL), 'content', json_build_array(OLD.content, NULL), 'external_id', json_build_array(OLD.external_id, NULL), 'available_for_courses', json_build_array(OLD.available_for_courses, NULL), 'module', json_build_array(OLD.module_id, NULL), 'created_at', json_build_array(coursed_time(OLD.created_at), NULL), 'updated_at', json_build_array(coursed_time(OLD.updated_at), NULL)))
+            RETURNING id)
+        INSERT INTO revision_pending (revision) SELECT id FROM r;
     ELSE
-        PERFORM coursed_revision('subjects', NEW.id, 'update', (SELECT json_object_agg(k, v) FROM (VALUES
+        WITH r AS (
+            INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+            VALUES ('subjects', NEW.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'subjects' AND resource_id = NEW.id), 0) + 1,
+                    coalesce(nullif(current_setting('coursed.action', true), ''), 'update'), date_trunc('milliseconds', clock_timestamp()),
+                    coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
+                    (SELECT json_object_agg(k, v) FROM (VALUES
             ('title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END),
             ('introduction', CASE WHEN OLD.introduction IS DISTINCT FROM NEW.introduction THEN json_build_array(OLD.introduction, NEW.introduction) END),
             ('content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END),
@@ -97,7 +124,9 @@ BEGIN
             ('module', CASE WHEN OLD.module_id IS DISTINCT FROM NEW.module_id THEN json_build_array(OLD.module_id, NEW.module_id) END),
             ('created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END),
             ('updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)
-        ) AS d (k, v) WHERE v IS NOT NULL));
+        ) AS d (k, v) WHERE v IS NOT NULL))
+            RETURNING id)
+        INSERT INTO revision_pending (revision) SELECT id FROM r;
     END IF;
     RETURN NULL;
 END $$;
@@ -109,18 +138,39 @@ CREATE TRIGGER subjects_revision_update AFTER UPDATE ON subjects FOR EACH ROW
 CREATE FUNCTION chapters_revision() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
-        PERFORM coursed_revision('chapters', NEW.id, 'create', json_build_object('title', json_build_array(NULL, NEW.title), 'content', json_build_array(NULL, NEW.content), 'position', json_build_array(NULL, NEW.position), 'subject', json_build_array(NULL, NEW.subject_id), 'created_at', json_build_array(NULL, coursed_time(NEW.created_at)), 'updated_at', json_build_array(NULL, coursed_time(NEW.updated_at))));
+        WITH r AS (
+            INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+            VALUES ('chapters', NEW.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'chapters' AND resource_id = NEW.id), 0) + 1,
+                    coalesce(nullif(current_setting('coursed.action', true), ''), 'create'), date_trunc('milliseconds', clock_timestamp()),
+                    coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
+                    json_build_object('title', json_build_array(NULL, NEW.title), 'content', json_build_array(NULL, NEW.content), 'position', json_build_array(NULL, NEW.position), 'subject', json_build_array(NULL, NEW.subject_id), 'created_at', json_build_array(NULL, coursed_time(NEW.created_at)), 'updated_at', json_build_array(NULL, coursed_time(NEW.updated_at))))
+            RETURNING id)
+        INSERT INTO revision_pending (revision) SELECT id FROM r;
     ELSIF TG_OP = 'DELETE' THEN
-        PERFORM coursed_revision('chapters', OLD.id, 'delete', json_build_object('title', json_build_array(OLD.title, NULL), 'content', json_build_array(OLD.content, NULL), 'position', json_build_array(OLD.position, NULL), 'subject', json_build_array(OLD.subject_id, NULL), 'created_at', json_build_array(coursed_time(OLD.created_at), NULL), 'updated_at', json_build_array(coursed_time(OLD.updated_at), NULL)));
+        WITH r AS (
+            INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+            VALUES ('chapters', OLD.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'chapters' AND resource_id = OLD.id), 0) + 1,
+                    'delete', date_trunc('milliseconds', clock_timestamp()),
+                    coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
+                    json_build_object('title', json_build_array(OLD.title, NULL), 'content', json_build_array(OLD.content, NULL), 'position', json_build_array(OLD.position, NULL), 'subject', json_build_array(OLD.subject_id, NULL), 'created_at', json_build_array(coursed_time(OLD.created_at), NULL), 'updated_at', json_build_array(coursed_time(OLD.updated_at), NULL)))
+            RETURNING id)
+        INSERT INTO revision_pending (revision) SELECT id FROM r;
     ELSE
-        PERFORM coursed_revision('chapters', NEW.id, 'update', (SELECT json_object_agg(k, v) FROM (VALUES
+        WITH r AS (
+            INSERT INTO revisions (resource_type, resource_id, number, action, at, actor, changes)
+            VALUES ('chapters', NEW.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'chapters' AND resource_id = NEW.id), 0) + 1,
+                    coalesce(nullif(current_setting('coursed.action', true), ''), 'update'), date_trunc('milliseconds', clock_timestamp()),
+                    coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
+                    (SELECT json_object_agg(k, v) FROM (VALUES
             ('title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END),
             ('content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END),
             ('position', CASE WHEN OLD.position IS DISTINCT FROM NEW.position THEN json_build_array(OLD.position, NEW.position) END),
             ('subject', CASE WHEN OLD.subject_id IS DISTINCT FROM NEW.subject_id THEN json_build_array(OLD.subject_id, NEW.subject_id) END),
             ('created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END),
             ('updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)
-        ) AS d (k, v) WHERE v IS NOT NULL));
+        ) AS d (k, v) WHERE v IS NOT NULL))
+            RETURNING id)
+        INSERT INTO revision_pending (revision) SELECT id FROM r;
     END IF;
     RETURN NULL;
 END $$;
