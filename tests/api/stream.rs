@@ -232,3 +232,33 @@ async fn a_write_on_one_replica_reaches_a_stream_on_another_within_a_second() {
         })
         .await
 }
+
+on_both!(a_filtered_stream_gets_heartbeats_while_other_types_change);
+async fn a_filtered_stream_gets_heartbeats_while_other_types_change() {
+    let t = TestApp::new().await.configured(|app| {
+        let mut streams = coursed::app::Streams::new(4);
+        streams.heartbeat = Duration::from_millis(300);
+        app.streams = std::sync::Arc::new(streams);
+    });
+    let s = t.subject("Busy", None).await;
+    let (addr, stop, task) = serve(&t).await;
+    let mut stream = client(move || Stream::open(addr, "?filter[type]=modules", None)).await;
+    // Chapters change all the time; the stream sends none of them, and still beats.
+    let reading = tokio::task::spawn_blocking(move || {
+        stream.read_until(|_| false, Duration::from_millis(1500));
+        stream
+    });
+    let started = Instant::now();
+    let mut i = 0;
+    while started.elapsed() < Duration::from_millis(1500) {
+        t.chapter(&format!("C{i}"), &s, i).await;
+        i += 1;
+    }
+    let stream = reading.await.unwrap();
+    assert!(i > 10, "{i} chapters written");
+    assert!(stream.events().is_empty(), "{:?}", stream.text);
+    let beats = stream.text.matches(": \n\n").count();
+    assert!(beats >= 3, "{beats} heartbeats in 1.5 s at one per 0.3 s while other types changed");
+    let _ = stop.send(());
+    task.await.unwrap();
+}
