@@ -32,8 +32,9 @@ pub const DEFAULT_MAX_STREAMS: usize = 256;
 pub const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// A revision whose changes are larger than this is not kept in the ring: its subscribers read
-/// it from the database, so the ring holds at most [`RING`] times this (and its rendering).
-const KEPT_BYTES: usize = 64 << 10;
+/// it from the database, so the ring holds at most [`RING`] times this and its rendering (about
+/// 160 MiB at worst, what a subscriber that stopped reading can keep from being freed).
+const KEPT_BYTES: usize = 16 << 10;
 
 /// A new revision on its way to subscribers.
 pub struct Event {

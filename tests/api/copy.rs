@@ -137,6 +137,16 @@ async fn both_engines_answer_the_same_bytes_and_copy_carries_a_catalogue_there_a
     assert_same_answers(&on_sqlite, &returned).await;
 }
 
+/// A SQLite file at `path` of coursed's first schema (version 1), holding what `rows` inserts.
+pub(crate) fn schema_version_1(path: &std::path::Path, rows: &str) {
+    let c = rusqlite::Connection::open(path).unwrap();
+    c.execute_batch(&format!(
+        "{}\nPRAGMA user_version = 1; PRAGMA application_id = 1668445028;\n{rows}",
+        include_str!("../../schema.sql")
+    ))
+    .unwrap();
+}
+
 /// `coursed copy --from` and `coursed export` read a SQLite file of an older schema without
 /// changing it (it may be a kept backup, or on read-only media): a private copy of it is
 /// migrated and read, and removed afterwards.
@@ -146,17 +156,15 @@ fn a_source_of_an_older_schema_is_read_through_a_migrated_copy_and_left_as_it_wa
     let dir = tempfile::tempdir().unwrap();
     let old = dir.path().join("old.db");
     let now = "'2026-01-01T00:00:00.000Z'";
-    let c = rusqlite::Connection::open(&old).unwrap();
-    c.execute_batch(&format!(
-        "{}\nPRAGMA user_version = 1; PRAGMA application_id = 1668445028;
-         INSERT INTO modules (id, title, content, created_at, updated_at) VALUES
-            ('01900000-0000-7000-8000-000000000001', 'Old module', '<p>Kept</p>', {now}, {now});
-         INSERT INTO subjects (id, title, module_id, created_at, updated_at) VALUES
-            ('01900000-0000-7000-8000-000000000002', 'Old subject', '01900000-0000-7000-8000-000000000001', {now}, {now});",
-        include_str!("../../schema.sql")
-    ))
-    .unwrap();
-    drop(c);
+    schema_version_1(
+        &old,
+        &format!(
+            "INSERT INTO modules (id, title, content, created_at, updated_at) VALUES
+                ('01900000-0000-7000-8000-000000000001', 'Old module', '<p>Kept</p>', {now}, {now});
+             INSERT INTO subjects (id, title, module_id, created_at, updated_at) VALUES
+                ('01900000-0000-7000-8000-000000000002', 'Old subject', '01900000-0000-7000-8000-000000000001', {now}, {now});"
+        ),
+    );
     let bytes = std::fs::read(&old).unwrap();
     let temp = dir.path().join("tmp");
     std::fs::create_dir(&temp).unwrap();

@@ -344,19 +344,17 @@ async fn a_database_from_before_history_gets_one_create_per_resource() {
     let dir = tempfile::tempdir().unwrap();
     let old = dir.path().join("old.db");
     let now = "'2026-01-01T00:00:00.000Z'";
-    let c = rusqlite::Connection::open(&old).unwrap();
-    c.execute_batch(&format!(
-        "{}\nPRAGMA user_version = 1; PRAGMA application_id = 1668445028;
-         INSERT INTO modules (id, title, content, created_at, updated_at) VALUES
-            ('01900000-0000-7000-8000-000000000009', 'Old module', '<p>Kept</p>', {now}, {now});
-         INSERT INTO subjects (id, title, module_id, available_for_courses, created_at, updated_at) VALUES
-            ('01900000-0000-7000-8000-000000000002', 'Old subject', '01900000-0000-7000-8000-000000000009', 1, {now}, {now});
-         INSERT INTO chapters (id, title, subject_id, position, created_at, updated_at) VALUES
-            ('01900000-0000-7000-8000-000000000001', 'Old chapter', '01900000-0000-7000-8000-000000000002', 3, {now}, {now});",
-        include_str!("../../schema.sql")
-    ))
-    .unwrap();
-    drop(c);
+    crate::copy::schema_version_1(
+        &old,
+        &format!(
+            "INSERT INTO modules (id, title, content, created_at, updated_at) VALUES
+                ('01900000-0000-7000-8000-000000000009', 'Old module', '<p>Kept</p>', {now}, {now});
+             INSERT INTO subjects (id, title, module_id, available_for_courses, created_at, updated_at) VALUES
+                ('01900000-0000-7000-8000-000000000002', 'Old subject', '01900000-0000-7000-8000-000000000009', 1, {now}, {now});
+             INSERT INTO chapters (id, title, subject_id, position, created_at, updated_at) VALUES
+                ('01900000-0000-7000-8000-000000000001', 'Old chapter', '01900000-0000-7000-8000-000000000002', 3, {now}, {now});"
+        ),
+    );
     let t = TestApp::open(Engine::Sqlite, old.to_str().unwrap()).await.unwrap();
     let feed = whole_feed(&t, "").await;
     assert_eq!(
