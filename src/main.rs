@@ -33,7 +33,7 @@ fn main() -> ExitCode {
             format!("backed up {c} from {from} to {}", a.output.display())
         }),
         Command::Export(a) => {
-            let exported = coursed::bundle::export(&a.database, &a.output, a.force);
+            let exported = coursed::bundle::export(&a.database, &a.output, a.force, a.history);
             let from = coursed::store::display_name(&a.database);
             return match exported {
                 Ok(c) => {
@@ -56,7 +56,7 @@ fn main() -> ExitCode {
             coursed::history::prune_command(&a.database, &a.before)
         }
         Command::Import(a) => {
-            let opts = coursed::bundle::Options { merge: a.merge, dry_run: a.dry_run };
+            let opts = coursed::bundle::Options { merge: a.merge, dry_run: a.dry_run, no_history: a.no_history };
             coursed::bundle::import(&a.database, &a.file, opts).map(|c| {
                 let into = coursed::store::display_name(&a.database);
                 if a.dry_run {

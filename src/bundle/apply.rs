@@ -86,7 +86,15 @@ impl<'t> Apply<'t> {
         for (n, more) in inserted.0.iter_mut().zip(self.upserted.0) {
             *n += more;
         }
-        Ok((super::Imported { inserted, updated: self.updated }, self.seen))
+        Ok((super::Imported { inserted, updated: self.updated, revisions: None }, self.seen))
+    }
+
+    /// Writes every line pushed so far and lends the transaction (to the revisions that follow
+    /// the resources).
+    pub fn written(&mut self) -> Result<&mut dyn Tx, String> {
+        self.flush()?;
+        self.loader.flush().map_err(|e| format!("writing failed: {e}"))?;
+        Ok(self.loader.tx())
     }
 
     fn flush(&mut self) -> Result<(), String> {

@@ -6,12 +6,13 @@ use std::io::{BufRead, BufReader, Read};
 use serde_json::Value as Json;
 
 use super::apply::{Apply, Line};
-use super::{FORMAT, VERSION};
+use super::{FORMAT, PLAIN, VERSION};
 use crate::error::Source;
 use crate::jsonapi::body::{self, Mode};
 use crate::jsonapi::query::normalize_id;
 use crate::resources::{Kind, ResourceType, TYPES};
 use crate::store::bulk::{Counts, Existing, Target};
+use crate::store::history::{self, Carrier, Revision};
 use crate::store::{display_name, Selection, Value};
 
 /// The longest line read: a resource's texts at their limits, escaped, fit well within it.
@@ -24,6 +25,9 @@ pub struct Options {
     pub merge: bool,
     /// Check everything and count what would change, then roll back.
     pub dry_run: bool,
+    /// Leave out the history a bundle carries: its catalogue is imported as from a bundle
+    /// without one (and may then be merged).
+    pub no_history: bool,
 }
 
 /// What an import changed (or, in a dry run, would have).
@@ -31,11 +35,17 @@ pub struct Options {
 pub struct Imported {
     pub inserted: Counts,
     pub updated: Counts,
+    /// The revisions of the bundle's history written, when it carries one.
+    pub revisions: Option<u64>,
 }
 
 impl std::fmt::Display for Imported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "inserted {}; updated {}", self.inserted, self.updated)
+        write!(f, "inserted {}; updated {}", self.inserted, self.updated)?;
+        match self.revisions {
+            Some(n) => write!(f, "; their history: {n} revisions"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -57,30 +67,68 @@ pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, St
     let Some((number, first)) = lines.next()? else {
         return Err("the bundle is empty: it has no header line".into());
     };
-    check_header(number, first)?;
+    let has_history = check_header(number, first)?;
+    let carry = has_history && !opts.no_history;
+    if carry && opts.merge {
+        return Err("the bundle carries a history, which cannot be merged into another: import it into a \
+                    database without one, or pass --no-history to merge its catalogue alone"
+            .into());
+    }
     let existing = if opts.merge { Existing::Keep } else { Existing::Refuse };
-    let target = Target { existing, commit: !opts.dry_run, hint: "or --merge", by: "import" };
+    let target = Target { existing, commit: !opts.dry_run, hint: "or --merge", by: "import", carries_history: carry };
     let name = display_name(database);
     let new_file = !crate::store::is_postgres_url(database) && !std::path::Path::new(database).exists();
     let imported = crate::store::bulk_into(database, target, crate::store::COMMAND_WAIT, |tx| {
         let bar = crate::dataset::progress_bar(size, "{bar:40} {bytes}/{total_bytes}, {bytes_per_sec}, {eta} left");
         let mut apply = Apply::new(tx, opts.merge).map_err(|e| format!("cannot import into {name}: {e}"))?;
-        let mut trailer: Option<(u64, Counts)> = None;
+        let mut trailer: Option<(u64, Counts, Option<u64>)> = None;
+        // The history, once its first revision was read: what writes it, and how many were read.
+        let mut history: Option<(Option<Carrier>, u64)> = None;
         while let Some((number, bytes)) = lines.next()? {
-            if let Some((at, _)) = trailer {
+            if let Some((at, ..)) = trailer {
                 return Err(format!("line {number}: nothing may follow the trailer (line {at})"));
             }
-            match parse(number, bytes)? {
+            match parse(number, bytes, has_history)? {
+                Item::Resource(_) if history.is_some() => {
+                    return Err(format!("line {number}: the resources come before the revisions"));
+                }
                 Item::Resource(line) => apply.push(line)?,
-                Item::Trailer(counts) => trailer = Some((number, counts)),
+                Item::Revision(revision) => {
+                    let (carrier, read) = match &mut history {
+                        Some(h) => h,
+                        None => {
+                            let tx = apply.written()?;
+                            let carrier = carry.then(|| Carrier::new(tx)).transpose().map_err(|e| e.to_string())?;
+                            history.insert((carrier, 0))
+                        }
+                    };
+                    *read += 1;
+                    if let Some(carrier) = carrier {
+                        let tx = apply.written()?;
+                        carrier.push(tx, revision).map_err(|e| format!("line {number}: {e}"))?;
+                    }
+                }
+                Item::Trailer(counts, revisions) => trailer = Some((number, counts, revisions)),
             }
             bar.set_position(lines.read);
         }
-        let (imported, seen) = apply.finish()?;
+        let read = history.as_ref().map_or(0, |(_, n)| *n);
+        let written = match history.and_then(|(carrier, _)| carrier) {
+            Some(carrier) => {
+                Some(carrier.finish(apply.written()?).map_err(|e| format!("writing the history failed: {e}"))?)
+            }
+            None => carry.then_some(0),
+        };
+        let (mut imported, seen) = apply.finish()?;
+        imported.revisions = written;
         bar.finish_and_clear();
-        if let Some((at, counts)) = trailer {
+        if let Some((at, counts, revisions)) = trailer {
             if counts != seen {
                 return Err(format!("line {at}: the trailer counts {counts}, but the bundle holds {seen}"));
+            }
+            if revisions.is_some_and(|n| n != read) {
+                let n = revisions.unwrap_or_default();
+                return Err(format!("line {at}: the trailer counts {n} revisions, but the bundle holds {read}"));
             }
         }
         Ok(imported)
@@ -124,39 +172,51 @@ impl<R: Read> Lines<R> {
     }
 }
 
-fn check_header(number: u64, bytes: &[u8]) -> Result<(), String> {
-    let expected = format!(r#"the first line must be the header {{"format":"{FORMAT}","version":{VERSION}}}"#);
+/// Checks the header; returns whether the bundle carries a history.
+fn check_header(number: u64, bytes: &[u8]) -> Result<bool, String> {
+    let expected = format!(r#"the first line must be the header {{"format":"{FORMAT}","version":{PLAIN}}}"#);
     let header: Json =
         serde_json::from_slice(bytes).map_err(|e| format!("line {number}: not a coursed bundle ({e}); {expected}"))?;
     if header.get("format").and_then(Json::as_str) != Some(FORMAT) {
         return Err(format!("line {number}: not a coursed bundle: {expected}"));
     }
+    let history = header.get("history").and_then(Json::as_bool).unwrap_or(false);
     match header.get("version").and_then(Json::as_u64) {
-        Some(VERSION) => Ok(()),
+        Some(PLAIN) if history => Err(format!("line {number}: a bundle with history is of version {VERSION}")),
+        Some(v @ (PLAIN | VERSION)) => Ok(v == VERSION && history),
         Some(v) if v > VERSION => Err(format!(
             "line {number}: the bundle is of version {v}, newer than this coursed reads ({VERSION}); use a newer coursed"
         )),
-        _ => Err(format!("line {number}: `version` must be {VERSION}; {expected}")),
+        _ => Err(format!("line {number}: `version` must be {PLAIN} or {VERSION}; {expected}")),
     }
 }
 
 enum Item {
     Resource(Line),
-    Trailer(Counts),
+    Revision(Revision),
+    /// The resources of each type, and the revisions when counted.
+    Trailer(Counts, Option<u64>),
 }
 
-/// Parses and checks one line after the header.
-fn parse(number: u64, bytes: &[u8]) -> Result<Item, String> {
+/// Parses and checks one line after the header (of a bundle with a history when `history`).
+fn parse(number: u64, bytes: &[u8], history: bool) -> Result<Item, String> {
     let json: Json = serde_json::from_slice(bytes).map_err(|e| format!("line {number}: not JSON: {e}"))?;
     let Some(obj) = json.as_object() else {
         return Err(format!("line {number}: must be a JSON object (a resource, or the trailer)"));
     };
     if obj.contains_key("counts") && !obj.contains_key("type") {
-        return trailer_counts(&json["counts"]).map(Item::Trailer).map_err(|e| format!("line {number}: {e}"));
+        let (counts, revisions) = trailer_counts(&json["counts"]).map_err(|e| format!("line {number}: {e}"))?;
+        return Ok(Item::Trailer(counts, revisions));
     }
     let Some(type_name) = obj.get("type").and_then(Json::as_str) else {
         return Err(format!("line {number}: a resource needs `type` (a string)"));
     };
+    if type_name == "revisions" {
+        if !history {
+            return Err(format!("line {number}: a revision, in a bundle whose header does not say \"history\":true"));
+        }
+        return history::from_object(&json).map(Item::Revision).map_err(|e| format!("line {number}: revisions: {e}"));
+    }
     let Some(rt) = crate::resources::by_name(type_name) else {
         let known: Vec<&str> = TYPES.iter().map(|t| t.name).collect();
         return Err(format!("line {number}: unknown type `{type_name}` (a bundle holds {})", known.join(", ")));
@@ -236,16 +296,22 @@ fn member(source: &Source) -> String {
     }
 }
 
-fn trailer_counts(json: &Json) -> Result<Counts, String> {
+/// The trailer's counts of resources of each type, and of revisions when it has one.
+fn trailer_counts(json: &Json) -> Result<(Counts, Option<u64>), String> {
     let bad = || {
         let example: Vec<String> = TYPES.iter().map(|t| format!("\"{}\":N", t.name)).collect();
-        format!("the trailer must be {{\"counts\":{{{}}}}}", example.join(","))
+        format!("the trailer must be {{\"counts\":{{{}}}}} (and \"revisions\":N with a history)", example.join(","))
     };
     let obj = json.as_object().ok_or_else(bad)?;
-    let mut counts = Counts::default();
+    let (mut counts, mut revisions) = (Counts::default(), None);
     for (name, n) in obj {
+        let n = n.as_u64().ok_or_else(bad)?;
+        if name == "revisions" {
+            revisions = Some(n);
+            continue;
+        }
         let i = TYPES.iter().position(|t: &&ResourceType| t.name == name).ok_or_else(bad)?;
-        counts.0[i] = n.as_u64().ok_or_else(bad)?;
+        counts.0[i] = n;
     }
-    Ok(counts)
+    Ok((counts, revisions))
 }

@@ -10,6 +10,12 @@
 //! The first line is the header, then one JSON:API resource object per line (parents before
 //! their children), then an optional trailer with the number of resources of each type. Export
 //! and import both stream: memory stays bounded whatever the size of the catalogue.
+//!
+//! A bundle written with `--history` is of version 2 and says `"history":true` in its header:
+//! after the resources come the revisions, one `revisions` resource object per line in the
+//! order of the change feed (as `GET /v1/revisions/{id}` shows them, without links), and the
+//! trailer counts them too. A version 1 bundle is the same without them: this coursed writes
+//! version 1 unless asked for the history, so that older ones read what it writes.
 
 mod apply;
 mod import;
@@ -21,17 +27,38 @@ pub use self::import::{import, Imported, Options};
 use crate::render::Doc;
 use crate::resources::TYPES;
 use crate::store::bulk::{self, Counts};
-use crate::store::{display_name, Db, DbError, Durability, Record, Selection, Value};
+use crate::store::{display_name, history, Db, DbError, Durability, Record, Selection, Value};
 
 /// The `format` of a header.
 pub const FORMAT: &str = "coursed-bundle";
-/// The version of the format this coursed writes and reads.
-pub const VERSION: u64 = 1;
+/// The newest version of the format this coursed reads; it writes it for a bundle with
+/// history, and [`PLAIN`] otherwise.
+pub const VERSION: u64 = 2;
+/// The version of a bundle without history.
+pub const PLAIN: u64 = 1;
+
+/// What an export wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exported {
+    pub resources: Counts,
+    /// Revisions written (with `--history`).
+    pub revisions: Option<u64>,
+}
+
+impl std::fmt::Display for Exported {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.resources)?;
+        match self.revisions {
+            Some(n) => write!(f, " and {n} revisions"),
+            None => Ok(()),
+        }
+    }
+}
 
 /// Writes the catalogue of `database`, read in one snapshot, as a bundle to `output` (`-` for
-/// stdout). A file is written under a temporary name and renamed when complete; an existing
-/// one is refused unless `force`.
-pub fn export(database: &str, output: &str, force: bool) -> Result<Counts, String> {
+/// stdout), with every revision it keeps when `history`. A file is written under a temporary
+/// name and renamed when complete; an existing one is refused unless `force`.
+pub fn export(database: &str, output: &str, force: bool, history: bool) -> Result<Exported, String> {
     if !crate::store::is_postgres_url(database) && !Path::new(database).is_file() {
         return Err(format!("there is no database at {database}"));
     }
@@ -41,7 +68,7 @@ pub fn export(database: &str, output: &str, force: bool) -> Result<Counts, Strin
     let db = &source.db;
     if output == "-" {
         let stdout = std::io::stdout();
-        return export_to(db, database, &mut std::io::BufWriter::new(stdout.lock()), "stdout");
+        return export_to(db, database, &mut std::io::BufWriter::new(stdout.lock()), "stdout", history);
     }
     let path = Path::new(output);
     if path.exists() && !force {
@@ -58,7 +85,7 @@ pub fn export(database: &str, output: &str, force: bool) -> Result<Counts, Strin
         .map_err(|e| format!("cannot write {}: {e}", partial.display()))
         .and_then(|file| {
             let mut out = std::io::BufWriter::new(file);
-            let counts = export_to(db, database, &mut out, output)?;
+            let counts = export_to(db, database, &mut out, output, history)?;
             let file = out.into_inner().map_err(|e| format!("cannot write {output}: {e}"))?;
             file.sync_all().map_err(|e| format!("cannot write {output}: {e}"))?;
             std::fs::rename(&partial, path).map_err(|e| format!("cannot rename to {output}: {e}"))?;
@@ -70,7 +97,7 @@ pub fn export(database: &str, output: &str, force: bool) -> Result<Counts, Strin
     written
 }
 
-fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str) -> Result<Counts, String> {
+fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str, history: bool) -> Result<Exported, String> {
     let source = display_name(database);
     let read = db.read_blocking(|tx| {
         bulk::begin_whole_read(tx).map_err(|e| format!("cannot read {source}: {e}"))?;
@@ -79,7 +106,7 @@ fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str) -> Result
             let total = bulk::counts(tx).map_err(|e| format!("cannot read {source}: {e}"))?;
             let bar =
                 crate::dataset::progress_bar(total.total(), "{bar:40} {pos}/{len} resources, {per_sec}, {eta} left");
-            writeln!(out, "{}", header()).map_err(fail)?;
+            writeln!(out, "{}", header(history)).map_err(fail)?;
             let mut line = Doc::line();
             let mut counts = Counts::default();
             for (i, rt) in TYPES.iter().enumerate() {
@@ -95,10 +122,26 @@ fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str) -> Result
                 })
                 .map_err(|e| format!("exporting {} from {source} failed: {e}", rt.name))?;
             }
+            let revisions = if history {
+                let n = history::read_every(tx, &mut |r| {
+                    // Members in the order of a resource line, for people reading it.
+                    let o = r.resource_object();
+                    let line = format!(
+                        r#"{{"type":"revisions","id":{},"attributes":{},"relationships":{}}}"#,
+                        o["id"], o["attributes"], o["relationships"]
+                    );
+                    out.write_all(line.as_bytes()).and_then(|()| out.write_all(b"\n")).map_err(fail)
+                })
+                .map_err(|e| format!("exporting the history from {source} failed: {e}"))?;
+                Some(n)
+            } else {
+                None
+            };
             bar.finish_and_clear();
-            writeln!(out, "{}", trailer(&counts)).map_err(fail)?;
+            let exported = Exported { resources: counts, revisions };
+            writeln!(out, "{}", trailer(&exported)).map_err(fail)?;
             out.flush().map_err(fail)?;
-            Ok(counts)
+            Ok(exported)
         })();
         let _ = tx.end_snapshot();
         written
@@ -119,14 +162,19 @@ fn record(sel: &Selection, row: Vec<Value>) -> Record {
 }
 
 /// The header line; written by hand so that `format` comes first, for people reading it.
-fn header() -> String {
+fn header(history: bool) -> String {
     let at = crate::time::format_ms(crate::time::now_ms());
     let generator = concat!("coursed ", env!("CARGO_PKG_VERSION"));
-    format!(r#"{{"format":"{FORMAT}","version":{VERSION},"exported_at":"{at}","generator":"{generator}"}}"#)
+    let version = if history { format!(r#"{VERSION},"history":true"#) } else { PLAIN.to_string() };
+    format!(r#"{{"format":"{FORMAT}","version":{version},"exported_at":"{at}","generator":"{generator}"}}"#)
 }
 
-/// The trailer line: the resources of each type, in [`TYPES`] order.
-fn trailer(counts: &Counts) -> String {
-    let per_type: Vec<String> = TYPES.iter().zip(counts.0).map(|(t, n)| format!(r#""{}":{n}"#, t.name)).collect();
-    format!(r#"{{"counts":{{{}}}}}"#, per_type.join(","))
+/// The trailer line: the resources of each type, in [`TYPES`] order, and the revisions.
+fn trailer(exported: &Exported) -> String {
+    let mut counts: Vec<String> =
+        TYPES.iter().zip(exported.resources.0).map(|(t, n)| format!(r#""{}":{n}"#, t.name)).collect();
+    if let Some(n) = exported.revisions {
+        counts.push(format!(r#""revisions":{n}"#));
+    }
+    format!(r#"{{"counts":{{{}}}}}"#, counts.join(","))
 }

@@ -75,6 +75,10 @@ pub struct ExportArgs {
     /// Replace --output if it exists (otherwise an existing file is refused).
     #[arg(long)]
     pub force: bool,
+    /// Carry the history too: every revision kept, after the resources, in the order of the
+    /// change feed (a bundle of version 2, which imports into a database without history).
+    #[arg(long)]
+    pub history: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -93,6 +97,10 @@ pub struct ImportArgs {
     /// updated; write nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Leave out the history a bundle carries, importing its catalogue alone (needed to merge
+    /// it); the import records one revision per resource it writes, as for any bundle.
+    #[arg(long)]
+    pub no_history: bool,
 }
 
 #[derive(Debug, Clone, Args)]

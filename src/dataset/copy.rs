@@ -1,5 +1,6 @@
-//! `coursed copy`: every module, subject and chapter, with ids and timestamps, from one
-//! database to another of either engine, in one transaction on the target.
+//! `coursed copy`: every module, subject and chapter, with ids and timestamps, and the history
+//! of their changes, from one database to another of either engine, in one transaction on the
+//! target.
 
 use crate::resources::TYPES;
 use crate::store::bulk::{self, Counts, Loader};
@@ -40,6 +41,8 @@ pub fn copy_with(from: &str, to: &str, replace: bool, tokens: bool) -> Result<Co
                     .map_err(|e| format!("copying {} from {src} to {dst} failed: {e}", rt.name))?;
             }
             let counts = loader.finish().map_err(|e| format!("copying into {dst} failed: {e}"))?;
+            crate::store::history::carry(stx, dtx)
+                .map_err(|e| format!("copying the history from {src} to {dst} failed: {e}"))?;
             if tokens {
                 crate::tokens::store::copy_all(stx, dtx).map_err(|e| format!("copying the tokens failed: {e}"))?;
             }

@@ -12,7 +12,7 @@
 //! `by` and `changes` (`{"member": {"before": ..., "after": ...}}`, a to-one relationship as a
 //! resource identifier), and a to-one relationship `resource` to what it is about.
 
-use serde_json::{json, Map, Value as Json};
+use serde_json::{json, Value as Json};
 use warp::http::StatusCode;
 use warp::reply::Response;
 
@@ -26,7 +26,7 @@ use crate::jsonapi::query::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
 use crate::jsonapi::{Accepts, Query};
 use crate::render::Base;
 use crate::resources::{self, ResourceType};
-use crate::store::history::{self, Revision};
+use crate::store::history::{self, revision_key, Revision};
 
 /// The most bytes of changes one page of a resource's revisions holds (400 past them).
 const RESOURCE_PAGE_BYTES: usize = 16 << 20;
@@ -34,27 +34,6 @@ const RESOURCE_PAGE_BYTES: usize = 16 << 20;
 /// The most revisions one page of the feed holds, and how many it holds unless asked.
 pub const MAX_FEED_PAGE: u64 = 1000;
 const DEFAULT_FEED_PAGE: u64 = 100;
-
-/// The id of the revision of `key`: UUID-shaped, as every id of the API (version 8: custom),
-/// holding the key itself.
-pub fn revision_id(key: i64) -> String {
-    let k = key as u64;
-    format!("{:08x}-0000-8000-8000-{:012x}", k >> 48, k & 0xffff_ffff_ffff)
-}
-
-/// The key a revision id holds; `None` for anything [`revision_id`] does not write.
-pub fn revision_key(id: &str) -> Option<i64> {
-    let (high, low) = id.split_once("-0000-8000-8000-")?;
-    let hex = |s: &str, n: usize| {
-        (s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-            .then(|| u64::from_str_radix(s, 16).ok())
-            .flatten()
-    };
-    // The high part holds the key's top 15 bits (keys are positive i64).
-    let high = hex(high, 8).filter(|h| *h <= 0x7fff)?;
-    let key = (high << 48) | hex(low, 12)?;
-    i64::try_from(key).ok().filter(|k| *k > 0)
-}
 
 /// A feed cursor as clients see it: opaque, the place in the feed.
 fn cursor(seq: i64) -> String {
@@ -65,39 +44,13 @@ fn parse_cursor(raw: &str) -> Option<i64> {
     raw.parse::<i64>().ok().filter(|n| *n >= 0 && !raw.starts_with('+'))
 }
 
-/// The revision as a resource object.
+/// The revision as a resource object, with its links and its place in the feed.
 pub(super) fn object(base: &Base, r: &Revision) -> Json {
-    let id = revision_id(r.key);
-    let rt = resources::by_name(&r.resource_type);
-    let mut changes = Map::new();
-    if let Ok(Json::Object(members)) = serde_json::from_str::<Json>(&r.changes) {
-        for (name, pair) in members {
-            let (before, after) = match pair {
-                Json::Array(mut both) if both.len() == 2 => {
-                    let after = both.pop().unwrap_or(Json::Null);
-                    (both.pop().unwrap_or(Json::Null), after)
-                }
-                other => (Json::Null, other),
-            };
-            // A to-one relationship's value is the id of the resource it names.
-            let parent = rt.and_then(|rt| rt.relationship(&name)).filter(|r| r.is_to_one()).map(|r| r.fk.parent.name);
-            let value = |v: Json| match (parent, v) {
-                (Some(ty), Json::String(id)) => json!({"type": ty, "id": id}),
-                (_, v) => v,
-            };
-            changes.insert(name, json!({"before": value(before), "after": value(after)}));
-        }
-    }
-    let mut o = json!({
-        "type": "revisions",
-        "id": id,
-        "attributes": {"action": r.action, "number": r.number, "at": r.at, "by": r.by, "changes": changes},
-        "relationships": {"resource": {
-            "data": {"type": r.resource_type, "id": r.resource_id},
-            "links": {"related": format!("{}/{}/{}", base.as_str(), r.resource_type, r.resource_id)},
-        }},
-        "links": {"self": format!("{}/revisions/{id}", base.as_str())},
-    });
+    let mut o = r.resource_object();
+    let id = o["id"].as_str().unwrap_or_default().to_owned();
+    o["relationships"]["resource"]["links"] =
+        json!({"related": format!("{}/{}/{}", base.as_str(), r.resource_type, r.resource_id)});
+    o["links"] = json!({"self": format!("{}/revisions/{id}", base.as_str())});
     if let Some(seq) = r.seq {
         o["meta"] = json!({"cursor": cursor(seq)});
     }
@@ -318,32 +271,4 @@ pub async fn restore(app: &App, raw_id: &str, req: Req) -> Result<Response> {
         .await?;
     let q = Query::parse(None, rt, Accepts::Single)?;
     Ok(super::handlers::written(app, base, rt, q, rec, StatusCode::OK).await)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn revision_ids_hold_their_key_and_nothing_else_parses() {
-        for key in [1, 2, 255, 1 << 40, (1 << 48) + 7, i64::MAX] {
-            let id = revision_id(key);
-            assert_eq!(id.len(), 36);
-            assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
-            assert_eq!(revision_key(&id), Some(key), "{id}");
-        }
-        for bad in [
-            "",
-            "00000000-0000-8000-8000-00000000000",
-            "00000000-0000-8000-8000-000000000000",
-            "00000000-0000-8000-8000-00000000000A",
-            "0000000-0000-8000-8000-0000000000001",
-            "00000000-0000-4000-8000-000000000001",
-            "01a221d7-42c0-743b-b565-0ce8e4ddcc3e",
-            "00010000-0000-8000-8000-000000000001",
-            "00008000-0000-8000-8000-000000000001",
-        ] {
-            assert_eq!(revision_key(bad), None, "{bad}");
-        }
-    }
 }

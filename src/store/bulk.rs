@@ -34,9 +34,18 @@ pub struct Target {
     pub hint: &'static str,
     /// The command, as the revisions it records name it (`load`, `import`, ...).
     pub by: &'static str,
+    /// The load writes the history of what it loads itself (a copy, a bundle with history):
+    /// it records none, and the target's own history is replaced (or, unless replacing, must
+    /// be empty: two histories of one resource would clash).
+    pub carries_history: bool,
 }
 
 impl Target {
+    /// The same target, the history of what is loaded carried by the load itself.
+    pub fn carrying_history(self) -> Target {
+        Target { carries_history: true, ..self }
+    }
+
     /// An empty target (or one emptied first when `replace`), committed.
     pub fn new(replace: bool) -> Target {
         Target {
@@ -44,6 +53,7 @@ impl Target {
             commit: true,
             hint: "or --replace",
             by: "coursed",
+            carries_history: false,
         }
     }
 
@@ -69,6 +79,30 @@ impl Target {
             }
             Existing::Replace => Ok(true),
             Existing::Keep => Ok(false),
+        }
+    }
+
+    /// Makes way for a carried history (see [`Target::carries_history`]), after
+    /// [`Target::clear_first`] and with the history triggers off: a replaced target forgets its
+    /// own revisions (its feed's readers are told theirs are gone); any other must keep none.
+    pub fn make_way_for_history(&self, tx: &mut dyn Tx, name: &str) -> Result<(), String> {
+        if !self.carries_history {
+            return Ok(());
+        }
+        let fail = |e: DbError| format!("cannot read the history of {name}: {e}");
+        match self.existing {
+            Existing::Replace => super::history::forget_all(tx).map_err(fail),
+            Existing::Keep => {
+                Err("a history cannot be merged into another: load it into a database without one".into())
+            }
+            Existing::Refuse => match super::history::count(tx).map_err(fail)? {
+                0 => Ok(()),
+                n => Err(format!(
+                    "{name} keeps the history of {n} changes (of resources deleted since); \
+                     carry a history into a database without one{}",
+                    if self.hint.is_empty() { String::new() } else { format!(" ({})", self.hint) }
+                )),
+            },
         }
     }
 }

@@ -165,6 +165,37 @@ impl Dialect {
         }
     }
 
+    /// Whether a revision gets its place in the feed (`seq`) when it is inserted (SQLite: one
+    /// transaction writes at a time) rather than after commit (PostgreSQL: `sequencer.rs`).
+    pub fn places_revisions_on_insert(self) -> bool {
+        self == Dialect::Sqlite
+    }
+
+    /// A placeholder for a JSON text stored in a `json` column (`revisions.changes`).
+    pub fn json_param(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "?",
+            Dialect::Postgres => "CAST(CAST(? AS text) AS json)",
+        }
+    }
+
+    /// The statements that forget every revision, the floor of the feed raised to its head: a
+    /// reader's cursor from before is told its revisions are gone (`history::forget_all`).
+    pub fn forgetting_history(self) -> &'static [&'static str] {
+        match self {
+            Dialect::Sqlite => &[
+                "UPDATE history_state SET floor = max(floor, (SELECT coalesce(max(seq), 0) FROM revisions)) WHERE id = 1",
+                "DELETE FROM revisions",
+            ],
+            Dialect::Postgres => &[
+                "UPDATE revision_head SET floor = head WHERE id = 1",
+                "DELETE FROM revision_feed",
+                "DELETE FROM revision_pending",
+                "DELETE FROM revisions",
+            ],
+        }
+    }
+
     /// `insert` (an `INSERT INTO revisions ...`) made to note its rows for the feed, where the
     /// engine gives revisions their place after commit (PostgreSQL: `sequencer.rs`).
     pub fn noted_for_feed(self, insert: &str) -> String {

@@ -329,15 +329,16 @@ impl Db {
     }
 }
 
-/// Runs `f` over one transaction on the database `path` for loading it in bulk (see [`bulk`]):
-/// the database must hold no resources unless `replace`, which removes them first. Blocks.
+/// Runs `f` over one transaction on the database `path` for copying into it in bulk (see
+/// [`bulk`]): the database must hold no resources and no history unless `replace`, which
+/// removes them first; `f` carries the history of what it copies. Blocks.
 pub fn bulk<T>(
     path: &str,
     replace: bool,
     wait: Duration,
     f: impl FnOnce(&mut dyn Tx) -> std::result::Result<T, String>,
 ) -> std::result::Result<T, String> {
-    bulk_into(path, bulk::Target::new(replace).by("copy"), wait, f)
+    bulk_into(path, bulk::Target::new(replace).by("copy").carrying_history(), wait, f)
 }
 
 /// [`bulk`], with what becomes of the resources the target holds, and whether it commits,

@@ -46,14 +46,20 @@ fn lines(header: &str, resources: &[Value]) -> Vec<String> {
 
 async fn import(database: &str, file: &str, merge: bool, dry_run: bool) -> Result<Imported, String> {
     let (database, file) = (database.to_owned(), file.to_owned());
-    tokio::task::spawn_blocking(move || coursed::bundle::import(&database, &file, Options { merge, dry_run }))
-        .await
-        .unwrap()
+    tokio::task::spawn_blocking(move || {
+        coursed::bundle::import(&database, &file, Options { merge, dry_run, no_history: false })
+    })
+    .await
+    .unwrap()
 }
 
 async fn export(database: &str, file: &str) -> coursed::store::bulk::Counts {
     let (database, file) = (database.to_owned(), file.to_owned());
-    tokio::task::spawn_blocking(move || coursed::bundle::export(&database, &file, false)).await.unwrap().unwrap()
+    tokio::task::spawn_blocking(move || coursed::bundle::export(&database, &file, false, false))
+        .await
+        .unwrap()
+        .unwrap()
+        .resources
 }
 
 #[tokio::test]
@@ -146,7 +152,7 @@ async fn malformed_bundles_name_their_line_and_field_and_leave_the_target_untouc
             with(vec![json!({"counts": {"modules": 1, "subjects": 2, "chapters": 0}})]),
             "line 4: the trailer counts".into(),
         ),
-        (lines(r#"{"format":"coursed-bundle","version":2}"#, &good), "line 1: the bundle is of version 2".into()),
+        (lines(r#"{"format":"coursed-bundle","version":3}"#, &good), "line 1: the bundle is of version 3".into()),
         (lines(&module(1, "x").to_string(), &good), "line 1: not a coursed bundle".into()),
         (vec![String::new()], "the bundle is empty".into()),
     ];
@@ -257,10 +263,10 @@ fn a_failed_import_into_a_new_file_leaves_no_file_and_export_refuses_to_overwrit
     coursed::bundle::import(target, &good, Options::default()).unwrap();
     let out = dir.path().join("out.jsonl");
     std::fs::write(&out, "keep me").unwrap();
-    let refused = coursed::bundle::export(target, out.to_str().unwrap(), false).unwrap_err();
+    let refused = coursed::bundle::export(target, out.to_str().unwrap(), false, false).unwrap_err();
     assert!(refused.contains("--force"), "{refused}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
-    coursed::bundle::export(target, out.to_str().unwrap(), true).unwrap();
+    coursed::bundle::export(target, out.to_str().unwrap(), true, false).unwrap();
     let text = std::fs::read_to_string(&out).unwrap();
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(last, json!({"counts": {"modules": 1, "subjects": 0, "chapters": 0}}));

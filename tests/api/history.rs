@@ -9,7 +9,7 @@ use crate::engines::{on_both, Engine};
 use crate::helpers::{many, one, TestApp};
 
 /// The feed from its start, every page followed.
-async fn whole_feed(t: &TestApp, filter: &str) -> Vec<Value> {
+pub(crate) async fn whole_feed(t: &TestApp, filter: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut path = format!("/v1/revisions?page[size]=7{filter}");
     loop {
@@ -377,14 +377,14 @@ async fn a_database_from_before_history_gets_one_create_per_resource() {
 }
 
 /// The id of the revision `number` of a resource.
-async fn revision_of(t: &TestApp, ty: &str, id: &str, number: i64) -> String {
+pub(crate) async fn revision_of(t: &TestApp, ty: &str, id: &str, number: i64) -> String {
     let r = t.get(&format!("/v1/{ty}/{id}/revisions?page[size]=100")).await;
     r.assert_status(200);
     let found = r.data().iter().find(|r| r["attributes"]["number"] == number).expect("that revision");
     found["id"].as_str().unwrap().to_owned()
 }
 
-async fn restore(t: &TestApp, revision: &str) -> crate::helpers::Resp {
+pub(crate) async fn restore(t: &TestApp, revision: &str) -> crate::helpers::Resp {
     t.send(t.req("POST", &format!("/v1/revisions/{revision}/restore"))).await
 }
 

@@ -14,6 +14,7 @@ mod errors;
 mod files;
 mod helpers;
 mod history;
+mod history_carried;
 mod include_fields;
 mod openapi;
 mod operations;

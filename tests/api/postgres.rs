@@ -182,7 +182,11 @@ fn a_bulk_load_that_deadlocks_with_a_request_takes_its_locks_again() {
     counts_read.recv().unwrap();
     let (db, path) = (database.clone(), file.to_str().unwrap().to_owned());
     let load = std::thread::spawn(move || {
-        coursed::bundle::import(&db, &path, coursed::bundle::Options { merge: false, dry_run: false })
+        coursed::bundle::import(
+            &db,
+            &path,
+            coursed::bundle::Options { merge: false, dry_run: false, no_history: false },
+        )
     });
     // Wait until the load waits for the word counts the request holds.
     let mut watcher = connect(&database);

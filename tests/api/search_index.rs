@@ -64,7 +64,11 @@ async fn the_index_follows_every_write() {
     std::fs::write(&file, lines.iter().map(|l| l.to_string() + "\n").collect::<String>()).unwrap();
     let (database, path) = (t.database.clone(), file.to_str().unwrap().to_owned());
     tokio::task::spawn_blocking(move || {
-        coursed::bundle::import(&database, &path, coursed::bundle::Options { merge: true, dry_run: false })
+        coursed::bundle::import(
+            &database,
+            &path,
+            coursed::bundle::Options { merge: true, dry_run: false, no_history: false },
+        )
     })
     .await
     .unwrap()

@@ -54,10 +54,14 @@ pub fn bulk<T>(
         tx.set_context(&WriteContext::system(target.by)).map_err(fail)?;
         let existing = counts(&mut tx).map_err(fail)?.total();
         if target.clear_first(&name, existing)? {
-            // TRUNCATE fires no row triggers: the deletions are recorded first.
-            history::record_every(&mut tx, "delete", target.by).map_err(fail)?;
+            // TRUNCATE fires no row triggers: the deletions are recorded first (unless a
+            // history is carried, which replaces the target's).
+            if !target.carries_history {
+                history::record_every(&mut tx, "delete", target.by).map_err(fail)?;
+            }
             tx.batch(&format!("TRUNCATE {TABLES}, row_counts")).map_err(fail)?;
         }
+        target.make_way_for_history(&mut tx, &name)?;
         tx.batch(
             "ALTER TABLE modules DISABLE TRIGGER USER; ALTER TABLE subjects DISABLE TRIGGER USER; \
              ALTER TABLE chapters DISABLE TRIGGER USER",
@@ -73,7 +77,7 @@ pub fn bulk<T>(
             .map_err(fail)?;
         }
         let value = f(&mut tx)?;
-        if !merging {
+        if !merging && !target.carries_history {
             // A load records one `create` per resource, in one statement per type.
             history::record_every(&mut tx, "create", target.by).map_err(fail)?;
         }

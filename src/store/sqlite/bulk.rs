@@ -39,18 +39,23 @@ pub fn bulk<T>(path: &str, target: Target, f: impl FnOnce(&mut dyn Tx) -> Result
         // The revisions name the command (the file's own `history_context`, in this
         // transaction; set back before it commits).
         tx.set_context(&WriteContext::system(target.by)).map_err(history)?;
+        let merging = target.existing == Existing::Keep;
+        if target.carries_history {
+            // What is loaded comes with its history, which replaces the target's.
+            conn.execute_batch("UPDATE history_context SET recording = 0").map_err(fail)?;
+        }
         let existing = counts(&mut tx).map_err(|e| e.to_string())?.total();
         if target.clear_first(path, existing)? {
-            // The triggers record each deletion.
+            // The triggers record each deletion (unless a history is carried).
             conn.execute_batch("DELETE FROM chapters; DELETE FROM subjects; DELETE FROM modules;").map_err(fail)?;
         }
-        let merging = target.existing == Existing::Keep;
+        target.make_way_for_history(&mut tx, path)?;
         if !merging {
             // A load records one `create` per resource at the end, in one statement per type.
             conn.execute_batch("UPDATE history_context SET recording = 0").map_err(fail)?;
         }
         let value = f(&mut tx)?;
-        if !merging {
+        if !merging && !target.carries_history {
             history::record_every(&mut tx, "create", target.by).map_err(history)?;
         }
         conn.execute_batch("UPDATE history_context SET actor = 'sqlite', action = NULL, recording = 1")

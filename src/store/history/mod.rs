@@ -9,7 +9,11 @@
 //! The feed's order is `seq`: commit order (see `postgres/sequencer.rs` for PostgreSQL).
 //! The design, with the reasons for it, is docs/design/history.md.
 
-use serde_json::{Map, Value as Json};
+mod carry;
+
+use serde_json::{json, Map, Value as Json};
+
+pub use self::carry::{carry, count, forget_all, from_object, read_every, Carrier};
 
 use super::tx::{DbError, Row, Tx, Value};
 use crate::resources::{Kind, ResourceType, TYPES};
@@ -29,6 +33,73 @@ pub struct Revision {
     pub by: String,
     /// JSON: `{"member": [before, after], ...}`.
     pub changes: String,
+}
+
+/// The id of the revision of `key`: UUID-shaped, as every id of the API (version 8: custom),
+/// holding the key itself.
+pub fn revision_id(key: i64) -> String {
+    let k = key as u64;
+    format!("{:08x}-0000-8000-8000-{:012x}", k >> 48, k & 0xffff_ffff_ffff)
+}
+
+/// The key a revision id holds; `None` for anything [`revision_id`] does not write.
+pub fn revision_key(id: &str) -> Option<i64> {
+    let (high, low) = id.split_once("-0000-8000-8000-")?;
+    let hex = |s: &str, n: usize| {
+        (s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+            .then(|| u64::from_str_radix(s, 16).ok())
+            .flatten()
+    };
+    // The high part holds the key's top 15 bits (keys are positive i64).
+    let high = hex(high, 8).filter(|h| *h <= 0x7fff)?;
+    let key = (high << 48) | hex(low, 12)?;
+    i64::try_from(key).ok().filter(|k| *k > 0)
+}
+
+impl Revision {
+    /// Its `changes` as the API shows them: `{"member": {"before": ..., "after": ...}}`, a
+    /// to-one relationship's values as resource identifiers.
+    pub fn changes_object(&self) -> Map<String, Json> {
+        let rt = crate::resources::by_name(&self.resource_type);
+        let mut changes = Map::new();
+        if let Ok(Json::Object(members)) = serde_json::from_str::<Json>(&self.changes) {
+            for (name, pair) in members {
+                let (before, after) = match pair {
+                    Json::Array(mut both) if both.len() == 2 => {
+                        let after = both.pop().unwrap_or(Json::Null);
+                        (both.pop().unwrap_or(Json::Null), after)
+                    }
+                    other => (Json::Null, other),
+                };
+                // A to-one relationship's value is the id of the resource it names.
+                let parent =
+                    rt.and_then(|rt| rt.relationship(&name)).filter(|r| r.is_to_one()).map(|r| r.fk.parent.name);
+                let value = |v: Json| match (parent, v) {
+                    (Some(ty), Json::String(id)) => json!({"type": ty, "id": id}),
+                    (_, v) => v,
+                };
+                changes.insert(name, json!({"before": value(before), "after": value(after)}));
+            }
+        }
+        changes
+    }
+
+    /// The revision as a resource object of type `revisions`, without links: what the API
+    /// shows of it and what a bundle carries.
+    pub fn resource_object(&self) -> Json {
+        json!({
+            "type": "revisions",
+            "id": revision_id(self.key),
+            "attributes": {
+                "action": self.action,
+                "number": self.number,
+                "at": self.at,
+                "by": self.by,
+                "changes": self.changes_object(),
+            },
+            "relationships": {"resource": {"data": {"type": self.resource_type, "id": self.resource_id}}},
+        })
+    }
 }
 
 const COLUMNS: &str = "seq, key, resource_type, resource_id, number, action, at, actor, changes";
@@ -466,15 +537,39 @@ pub fn record_every(tx: &mut dyn Tx, action: &str, by: &str) -> Result<u64, DbEr
 
 #[cfg(test)]
 mod tests {
+    use super::{revision_id, revision_key};
     use crate::resources::TYPES;
+
+    #[test]
+    fn revision_ids_hold_their_key_and_nothing_else_parses() {
+        for key in [1, 2, 255, 1 << 40, (1 << 48) + 7, i64::MAX] {
+            let id = revision_id(key);
+            assert_eq!(id.len(), 36);
+            assert!(uuid::Uuid::parse_str(&id).is_ok(), "{id}");
+            assert_eq!(revision_key(&id), Some(key), "{id}");
+        }
+        for bad in [
+            "",
+            "00000000-0000-8000-8000-00000000000",
+            "00000000-0000-8000-8000-000000000000",
+            "00000000-0000-8000-8000-00000000000A",
+            "0000000-0000-8000-8000-0000000000001",
+            "00000000-0000-4000-8000-000000000001",
+            "01a221d7-42c0-743b-b565-0ce8e4ddcc3e",
+            "00010000-0000-8000-8000-000000000001",
+            "00008000-0000-8000-8000-000000000001",
+        ] {
+            assert_eq!(revision_key(bad), None, "{bad}");
+        }
+    }
 
     /// The triggers are written out in the migrations (a released migration never changes):
     /// each must name every member of its type, so that no attribute added later is left out
     /// of the history without a migration that adds it.
     #[test]
     fn the_triggers_name_every_member_of_their_type() {
-        let sqlite = include_str!("../../migrations/sqlite/0006-history.sql");
-        let postgres = include_str!("../../migrations/postgres/0007-history.sql");
+        let sqlite = include_str!("../../../migrations/sqlite/0006-history.sql");
+        let postgres = include_str!("../../../migrations/postgres/0007-history.sql");
         for rt in TYPES {
             let columns =
                 rt.attributes.iter().map(|a| (a.name, a.name)).chain(rt.to_one().map(|r| (r.name, r.fk.column)));
