@@ -496,6 +496,32 @@ async fn a_restore_that_cannot_be_made_is_a_409_and_changes_nothing() {
     assert_eq!(newest, "alice");
 }
 
+on_both!(two_replicas_restoring_one_deleted_resource_at_once_both_succeed_and_it_comes_back_once);
+async fn two_replicas_restoring_one_deleted_resource_at_once_both_succeed_and_it_comes_back_once() {
+    let (a, b) = TestApp::pair().await;
+    for round in 0..6 {
+        let s = a.subject(&format!("Round {round}"), None).await;
+        let first = revision_of(&a, "subjects", &s, 1).await;
+        a.delete(&format!("/v1/subjects/{s}")).await.assert_status(204);
+        // Both find it deleted and bring it back: the one that commits second finds it there
+        // (on PostgreSQL its insert fails and the transaction is retried) and changes nothing.
+        let (ra, rb) = tokio::join!(restore(&a, &first), restore(&b, &first));
+        ra.assert_status(200);
+        rb.assert_status(200);
+        assert_eq!(ra.body["data"]["attributes"], rb.body["data"]["attributes"]);
+        let r = a.get(&format!("/v1/subjects/{s}/revisions")).await;
+        assert_eq!(
+            shapes(r.data()),
+            [
+                ("subjects".into(), "restore".into(), 3),
+                ("subjects".into(), "delete".into(), 2),
+                ("subjects".into(), "create".into(), 1)
+            ],
+            "round {round}"
+        );
+    }
+}
+
 on_both!(a_prune_keeps_each_live_resources_newest_revision_and_moves_the_feeds_start);
 async fn a_prune_keeps_each_live_resources_newest_revision_and_moves_the_feeds_start() {
     let t = TestApp::new().await;

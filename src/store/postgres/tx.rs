@@ -10,6 +10,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 
 use super::client::PgConn;
+use crate::resources::TYPES;
 use crate::store::dialect::{numbered, Dialect};
 use crate::store::paging::PageIndex;
 use crate::store::tx::{Cell, DbError, Row, Shared, Tags, Tx, Value};
@@ -75,6 +76,15 @@ impl<'c> PgTx<'c> {
         let code = db.code();
         if *code == SqlState::UNIQUE_VIOLATION {
             let table = db.table().unwrap_or("").to_owned();
+            // A row a concurrent transaction inserted after this one looked for it: a resource
+            // two restores bring back at once, or a revision numbered alike. Retrying finds
+            // it there (and the restore then changes nothing, or numbers after it).
+            let constraint = db.constraint().unwrap_or("");
+            let resource_key = constraint.strip_suffix("_pkey").is_some_and(|t| TYPES.iter().any(|rt| rt.table == t));
+            if resource_key || constraint == "revisions_resource" {
+                self.conflict = true;
+                return DbError::Conflict(db.message().to_owned());
+            }
             let column = db.constraint().and_then(|c| c.strip_prefix(&format!("{table}_"))).unwrap_or("").to_owned();
             return DbError::Unique { table, column };
         }
