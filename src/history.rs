@@ -14,6 +14,8 @@ const EVERY: Duration = Duration::from_secs(3600);
 /// Returns the revisions deleted and the feed's new floor.
 pub async fn prune(db: &Db, before: i64) -> crate::error::Result<(u64, i64)> {
     let ctx = WriteContext::system("prune");
+    // What committed before is placed in the feed first, so that the cut can reach it.
+    db.sync_feed().await?;
     // The floor first, committed: a reader is told of the prune before anything goes.
     let cut = db
         .write(&ctx, move |tx| {
@@ -24,10 +26,14 @@ pub async fn prune(db: &Db, before: i64) -> crate::error::Result<(u64, i64)> {
         .await?;
     let mut total = 0;
     loop {
-        let n = db.write(&ctx, move |tx| Ok(history::prune(tx, cut)?)).await?;
-        total += n;
-        if (n as usize) < PRUNE_BATCH {
-            return Ok((total, cut));
+        match db.write(&ctx, move |tx| Ok(history::prune(tx, cut)?)).await? {
+            Some(n) if n as usize == PRUNE_BATCH => total += n,
+            Some(n) => return Ok((total + n, cut)),
+            None => {
+                // Another server (a replica) prunes now, as far as this one would or further.
+                log::info!("another server is pruning the history; this one leaves it to it");
+                return Ok((total, cut));
+            }
         }
     }
 }

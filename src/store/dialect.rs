@@ -196,6 +196,17 @@ impl Dialect {
         }
     }
 
+    /// A statement answering 1 when this transaction may prune the history and 0 when another
+    /// (a replica's) is pruning, so that replicas take turns instead of deleting the same rows
+    /// at once: a transaction-scoped advisory lock ("crsp"). `None` where writers take turns
+    /// anyway (SQLite).
+    pub fn prune_turn(self) -> Option<&'static str> {
+        match self {
+            Dialect::Sqlite => None,
+            Dialect::Postgres => Some("SELECT CASE WHEN pg_try_advisory_xact_lock(1668445040) THEN 1 ELSE 0 END"),
+        }
+    }
+
     /// `insert` (an `INSERT INTO revisions ...`) made to note its rows for the feed, where the
     /// engine gives revisions their place after commit (PostgreSQL: `sequencer.rs`).
     pub fn noted_for_feed(self, insert: &str) -> String {

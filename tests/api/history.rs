@@ -337,6 +337,44 @@ async fn a_revision_that_commits_late_is_never_behind_a_cursor() {
         .await
 }
 
+/// PostgreSQL: replicas take turns to prune; one that finds another pruning leaves the work to
+/// it (the turn is an advisory lock, held here by another session as a replica would).
+#[tokio::test]
+async fn a_replica_leaves_a_prune_to_the_one_already_pruning() {
+    Engine::Postgres
+        .run(async {
+            let t = TestApp::new().await;
+            let s = t.subject("Edited", None).await;
+            for i in 0..3 {
+                let body = json!({"data": {"type": "subjects", "id": s, "attributes": {"title": format!("Edit {i}")}}});
+                t.write("PATCH", &format!("/v1/subjects/{s}"), body).await.assert_status(200);
+            }
+            t.subject("Newest", None).await;
+            let url = t.database.clone();
+            let mut other = tokio::task::spawn_blocking(move || {
+                let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+                c.execute("SELECT pg_advisory_lock(1668445040)", &[]).unwrap();
+                c
+            })
+            .await
+            .unwrap();
+            let before = coursed::time::now_ms() + 1000;
+            let (n, cut) = coursed::history::prune(&t.app.db, before).await.unwrap();
+            assert_eq!(n, 0, "left to the other");
+            assert!(cut > 0, "the floor is raised all the same");
+            assert_eq!(t.get(&format!("/v1/subjects/{s}/revisions")).await.body["meta"]["page"]["total"], 4);
+            // The other session ends (a client is dropped off the async threads).
+            tokio::task::spawn_blocking(move || {
+                other.execute("SELECT pg_advisory_unlock(1668445040)", &[]).unwrap();
+                drop(other);
+            })
+            .await
+            .unwrap();
+            assert_eq!(coursed::history::prune(&t.app.db, before).await.unwrap(), (3, cut));
+        })
+        .await
+}
+
 /// A database from before history gets one `create` per resource when first opened, parents
 /// first, by `migration`; the next write goes on counting from it.
 #[tokio::test]

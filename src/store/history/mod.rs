@@ -461,8 +461,14 @@ pub fn raise_floor(tx: &mut dyn Tx, cut: i64) -> Result<(), DbError> {
 /// [`raise_floor`] in a transaction of its own), at most [`PRUNE_BATCH`] of them (call it again
 /// while it deletes that many), keeping the newest revision of each resource that exists (so
 /// that its numbers go on and it keeps a history) and the newest of all (so that SQLite never
-/// hands out a place again). Returns how many it deleted.
-pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<u64, DbError> {
+/// hands out a place again). Returns how many it deleted; `None` when another transaction (a
+/// replica's) is pruning now, which leaves the work to it.
+pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<Option<u64>, DbError> {
+    if let Some(turn) = tx.dialect().prune_turn() {
+        if tx.first(turn, &[])?.and_then(|v| v.cell().as_i64()) != Some(1) {
+            return Ok(None);
+        }
+    }
     let live = TYPES
         .iter()
         .map(|rt| {
@@ -492,7 +498,7 @@ pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<u64, DbError> {
         }
         tx.execute(revisions, &[Value::Ids(keys)])?;
     }
-    Ok(n)
+    Ok(Some(n))
 }
 
 /// Records one revision of `action` (`create` or `delete`) by `by` for every resource of `rt`,
