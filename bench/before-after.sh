@@ -33,7 +33,7 @@ if [ ! -x "$BEFORE/target/release/coursed" ]; then
   (cd "$BEFORE/src" && CARGO_TARGET_DIR="$BEFORE/target" cargo build --locked --release)
 fi
 cd "$REPO"
-cargo build --locked --release
+cargo build --locked --release --bin coursed --example store_alone
 status=0
 python3 "$HERE/bench.py" --no-peers --no-scale --workloads W1,W2,W3,W4,W5 \
   --servers coursed-before,coursed,coursed-before-pg,coursed-pg \

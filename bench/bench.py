@@ -5,7 +5,8 @@ django-rest-framework-json-api + gunicorn), all in one run, so that ratios are t
 figures measured side by side on the same, noisy machine. When PostgreSQL's server binaries are
 installed, coursed on PostgreSQL (and the peer on the same throwaway cluster) are measured in the
 same rounds (see pg.py), and so is PostgreSQL alone writing W4's and W5's rows through pgbench,
-with no HTTP server in front of it (see pgalone.py).
+with no HTTP server in front of it (see pgalone.py), and its SQLite twin: coursed's store writing
+them with no HTTP server (see sqlitealone.py).
 
 coursed also serves variants of those, measured on the same server right after the workload they
 vary, for same-run ratios: W6 (W1 revalidated with If-None-Match, every answer a 304), W2z and W3z
@@ -26,6 +27,7 @@ import time
 
 import pg
 from pgalone import PgAlone
+from sqlitealone import SqliteAlone
 from procs import memory_kib
 from servers import Server, log, run
 from workloads import BASE, CORS_ORIGIN, COURSED, COURSED_PG, TOKEN, first_id, workload_env, wrk
@@ -125,6 +127,8 @@ def main():
         # Right after coursed, on a fresh copy of the same database, so that W1c / W1 is a same-run ratio.
         lambda: coursed_server(args, run_db, name="coursed-cors", flags=["--cors-origin", CORS_ORIGIN],
                                workloads=["W1c"], prepare=fresh),
+        # coursed's storage alone writing W4's and W5's rows (no HTTP), on a fresh copy.
+        lambda: SqliteAlone(os.path.join(args.target_dir, args.profile, "examples", "store_alone"), run_db, fresh),
     ]
     cluster = None
     if not args.no_pg and not pg.bindir():
@@ -169,7 +173,7 @@ def measure(args, servers, results, work, out, data_dir):
                 s.start(os.path.join(out, f"{s.name}.r{rnd}.log"), probe)
                 for w in s.workloads:
                     tag = f"{s.name}.r{rnd}"
-                    if isinstance(s, PgAlone):
+                    if isinstance(s, (PgAlone, SqliteAlone)):
                         r = s.measure(w, args, out, tag)
                     else:
                         r = wrk(s, w, args, data_dir, out, tag, workload_env(s, w, data_dir, out, tag))

@@ -21,6 +21,12 @@ TARGETS = [
     ("W4", "coursed-pg", "peer-pg", 10),
     ("W5", "coursed-pg", "peer-pg", 10),
     ("W1", "coursed-pg", "coursed", 0.3),
+    # Writes against their limit: the storage writing the same rows, words and revisions alone
+    # (no HTTP), on each engine (sqlitealone.py, pgalone.py).
+    ("W4", "coursed", "sqlite-alone", 0.8),
+    ("W5", "coursed", "sqlite-alone", 0.8),
+    ("W4", "coursed-pg", "pg-alone", 0.8),
+    ("W5", "coursed-pg", "pg-alone", 0.8),
 ]
 # Between two workloads, same run: (workload, server, reference workload, reference server, minimum).
 WORKLOAD_TARGETS = [
@@ -105,9 +111,27 @@ def alone(rows, rounds):
         lines.append(f"| {w} | {got('pg-alone'):.0f} | {f'{over_peer[0]:.2f}' if over_peer else '-'} "
                      f"| {f'{share[0]:.2f}' if share else '-'} | {db('pg-alone')} / {db('coursed-pg')} "
                      f"| {got('pg-alone', 'machine_busy_pct')} |")
+    sqlite_lines, SQLITE = [], "coursed"
+    for w in ("W4", "W5"):
+        got = lambda s, k="rps": median_of(rows, s, w, k)
+        if got("sqlite-alone") is None:
+            continue
+        share = ratio(rows, rounds, w, "coursed", w, "sqlite-alone")
+        cap = got("sqlite-alone", "capacity_rps")
+        sqlite_lines.append(f"| {w} | {got('sqlite-alone'):.0f} | {f'{cap:.0f}' if cap else '-'} "
+                            f"| {f'{share[0]:.2f}' if share else '-'} "
+                            f"| {f'{got(SQLITE) / cap:.2f}' if cap and got(SQLITE) else '-'} "
+                            f"| {got('sqlite-alone', 'cpu_us_per_req') or '-'} / {got('coursed', 'cpu_us_per_req') or '-'} |")
+    if sqlite_lines:
+        sqlite_lines = ["What coursed's storage writes by itself on SQLite (sqlite-alone, examples/store_alone.rs): the same "
+                        "rows, words and revisions through the store, with its writer's group commit and flush, from as many "
+                        "clients as wrk's connections, no HTTP. Capacity is its rows a second of busy writer (information).\n",
+                        "| workload | sqlite-alone rows/s | writer capacity rows/s | coursed / sqlite-alone "
+                        "| coursed / capacity | CPU µs/row: alone / coursed |",
+                        "|---|---:|---:|---:|---:|---:|"] + sqlite_lines + [""]
     if not lines:
-        return []
-    return ["What PostgreSQL writes by itself (information, no target): pg-alone is pgbench writing W4's and W5's rows "
+        return sqlite_lines
+    return sqlite_lines + ["What PostgreSQL writes by itself (information, no target): pg-alone is pgbench writing W4's and W5's rows "
             "into coursed's schema (its triggers and search index), 8 a transaction from as many clients as wrk's connections, with no HTTP server "
             "and no coursed (in the table above, its server CPU is pgbench's own). coursed on PostgreSQL cannot write faster "
             "than that on the same machine.\n",

@@ -25,8 +25,8 @@ fi
 
 cd "$REPO"
 if [ "$PROFILE" = release ]; then
-  cargo build --locked --release
+  cargo build --locked --release --bin coursed --example store_alone
 else
-  cargo build --locked
+  cargo build --locked --bin coursed --example store_alone
 fi
 exec python3 "$HERE/bench.py" --profile "$PROFILE" "$@"
