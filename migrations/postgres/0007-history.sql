@@ -71,14 +71,13 @@ BEGIN
             VALUES ('modules', NEW.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'modules' AND resource_id = NEW.id), 0) + 1,
                     coalesce(nullif(current_setting('coursed.action', true), ''), 'update'), date_trunc('milliseconds', clock_timestamp()),
                     coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
-                    (SELECT json_object_agg(k, v) FROM (VALUES
-            ('title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END),
-            ('introduction', CASE WHEN OLD.introduction IS DISTINCT FROM NEW.introduction THEN json_build_array(OLD.introduction, NEW.introduction) END),
-            ('content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END),
-            ('external_id', CASE WHEN OLD.external_id IS DISTINCT FROM NEW.external_id THEN json_build_array(OLD.external_id, NEW.external_id) END),
-            ('created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END),
-            ('updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)
-        ) AS d (k, v) WHERE v IS NOT NULL))
+                    json_strip_nulls(json_build_object(
+            'title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END,
+            'introduction', CASE WHEN OLD.introduction IS DISTINCT FROM NEW.introduction THEN json_build_array(OLD.introduction, NEW.introduction) END,
+            'content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END,
+            'external_id', CASE WHEN OLD.external_id IS DISTINCT FROM NEW.external_id THEN json_build_array(OLD.external_id, NEW.external_id) END,
+            'created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END,
+            'updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)))
             RETURNING id)
         INSERT INTO revision_pending (revision) SELECT id FROM r;
     END IF;
@@ -115,16 +114,15 @@ BEGIN
             VALUES ('subjects', NEW.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'subjects' AND resource_id = NEW.id), 0) + 1,
                     coalesce(nullif(current_setting('coursed.action', true), ''), 'update'), date_trunc('milliseconds', clock_timestamp()),
                     coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
-                    (SELECT json_object_agg(k, v) FROM (VALUES
-            ('title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END),
-            ('introduction', CASE WHEN OLD.introduction IS DISTINCT FROM NEW.introduction THEN json_build_array(OLD.introduction, NEW.introduction) END),
-            ('content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END),
-            ('external_id', CASE WHEN OLD.external_id IS DISTINCT FROM NEW.external_id THEN json_build_array(OLD.external_id, NEW.external_id) END),
-            ('available_for_courses', CASE WHEN OLD.available_for_courses IS DISTINCT FROM NEW.available_for_courses THEN json_build_array(OLD.available_for_courses, NEW.available_for_courses) END),
-            ('module', CASE WHEN OLD.module_id IS DISTINCT FROM NEW.module_id THEN json_build_array(OLD.module_id, NEW.module_id) END),
-            ('created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END),
-            ('updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)
-        ) AS d (k, v) WHERE v IS NOT NULL))
+                    json_strip_nulls(json_build_object(
+            'title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END,
+            'introduction', CASE WHEN OLD.introduction IS DISTINCT FROM NEW.introduction THEN json_build_array(OLD.introduction, NEW.introduction) END,
+            'content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END,
+            'external_id', CASE WHEN OLD.external_id IS DISTINCT FROM NEW.external_id THEN json_build_array(OLD.external_id, NEW.external_id) END,
+            'available_for_courses', CASE WHEN OLD.available_for_courses IS DISTINCT FROM NEW.available_for_courses THEN json_build_array(OLD.available_for_courses, NEW.available_for_courses) END,
+            'module', CASE WHEN OLD.module_id IS DISTINCT FROM NEW.module_id THEN json_build_array(OLD.module_id, NEW.module_id) END,
+            'created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END,
+            'updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)))
             RETURNING id)
         INSERT INTO revision_pending (revision) SELECT id FROM r;
     END IF;
@@ -161,14 +159,13 @@ BEGIN
             VALUES ('chapters', NEW.id, coalesce((SELECT max(number) FROM revisions WHERE resource_type = 'chapters' AND resource_id = NEW.id), 0) + 1,
                     coalesce(nullif(current_setting('coursed.action', true), ''), 'update'), date_trunc('milliseconds', clock_timestamp()),
                     coalesce(nullif(current_setting('coursed.by', true), ''), 'sql:' || session_user),
-                    (SELECT json_object_agg(k, v) FROM (VALUES
-            ('title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END),
-            ('content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END),
-            ('position', CASE WHEN OLD.position IS DISTINCT FROM NEW.position THEN json_build_array(OLD.position, NEW.position) END),
-            ('subject', CASE WHEN OLD.subject_id IS DISTINCT FROM NEW.subject_id THEN json_build_array(OLD.subject_id, NEW.subject_id) END),
-            ('created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END),
-            ('updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)
-        ) AS d (k, v) WHERE v IS NOT NULL))
+                    json_strip_nulls(json_build_object(
+            'title', CASE WHEN OLD.title IS DISTINCT FROM NEW.title THEN json_build_array(OLD.title, NEW.title) END,
+            'content', CASE WHEN OLD.content IS DISTINCT FROM NEW.content THEN json_build_array(OLD.content, NEW.content) END,
+            'position', CASE WHEN OLD.position IS DISTINCT FROM NEW.position THEN json_build_array(OLD.position, NEW.position) END,
+            'subject', CASE WHEN OLD.subject_id IS DISTINCT FROM NEW.subject_id THEN json_build_array(OLD.subject_id, NEW.subject_id) END,
+            'created_at', CASE WHEN OLD.created_at IS DISTINCT FROM NEW.created_at THEN json_build_array(coursed_time(OLD.created_at), coursed_time(NEW.created_at)) END,
+            'updated_at', CASE WHEN OLD.updated_at IS DISTINCT FROM NEW.updated_at THEN json_build_array(coursed_time(OLD.updated_at), coursed_time(NEW.updated_at)) END)))
             RETURNING id)
         INSERT INTO revision_pending (revision) SELECT id FROM r;
     END IF;
