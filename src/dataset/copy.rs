@@ -6,15 +6,29 @@ use crate::resources::TYPES;
 use crate::store::bulk::{self, Counts, Loader};
 use crate::store::{display_name, Db, Durability, Options};
 
-/// Copies the catalogue of `from` into `to`, which must be empty unless `replace`. Shows a
-/// progress bar when stderr is a terminal.
-pub fn copy(from: &str, to: &str, replace: bool) -> Result<Counts, String> {
+/// What a copy wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Copied {
+    pub resources: Counts,
+    /// The revisions of the source's history carried with them.
+    pub revisions: u64,
+}
+
+impl std::fmt::Display for Copied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} and {} revisions", self.resources, self.revisions)
+    }
+}
+
+/// Copies the catalogue of `from` and its history into `to`, which must be empty unless
+/// `replace`. Shows a progress bar when stderr is a terminal.
+pub fn copy(from: &str, to: &str, replace: bool) -> Result<Copied, String> {
     copy_with(from, to, replace, false)
 }
 
 /// [`copy`], with the access tokens too when `tokens` (for a backup, which a server may be
 /// restored from).
-pub fn copy_with(from: &str, to: &str, replace: bool, tokens: bool) -> Result<Counts, String> {
+pub fn copy_with(from: &str, to: &str, replace: bool, tokens: bool) -> Result<Copied, String> {
     if from == to {
         return Err("--from and --to name the same database".into());
     }
@@ -41,12 +55,12 @@ pub fn copy_with(from: &str, to: &str, replace: bool, tokens: bool) -> Result<Co
                     .map_err(|e| format!("copying {} from {src} to {dst} failed: {e}", rt.name))?;
             }
             let counts = loader.finish().map_err(|e| format!("copying into {dst} failed: {e}"))?;
-            crate::store::history::carry(stx, dtx)
+            let revisions = crate::store::history::carry(stx, dtx)
                 .map_err(|e| format!("copying the history from {src} to {dst} failed: {e}"))?;
             if tokens {
                 crate::tokens::store::copy_all(stx, dtx).map_err(|e| format!("copying the tokens failed: {e}"))?;
             }
-            Ok(counts)
+            Ok(Copied { resources: counts, revisions })
         });
         bar.finish_and_clear();
         let _ = stx.end_snapshot();

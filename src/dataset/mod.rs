@@ -14,7 +14,7 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-pub use self::copy::{copy, copy_with};
+pub use self::copy::{copy, copy_with, Copied};
 pub use self::file::load;
 use self::rng::Rng;
 use crate::resources::{CHAPTERS, MODULES, SUBJECTS};

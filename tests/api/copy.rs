@@ -127,7 +127,11 @@ async fn both_engines_answer_the_same_bytes_and_copy_carries_a_catalogue_there_a
     .unwrap();
     let (loaded, there, again, replaced, back_counts) = results;
     assert_eq!(loaded.to_string(), "11 modules, 40 subjects, 60 chapters");
-    assert_eq!((there, replaced, back_counts), (loaded, loaded, loaded));
+    assert_eq!((there.resources, replaced.resources, back_counts.resources), (loaded, loaded, loaded));
+    // The history goes along: the load's one `create` per resource, and nothing of the target's
+    // own when replaced.
+    assert_eq!((there.revisions, replaced.revisions, back_counts.revisions), (111, 111, 111));
+    assert_eq!(there.to_string(), "11 modules, 40 subjects, 60 chapters and 111 revisions");
     assert!(again.contains("already holds 111 resources") && again.contains("--replace"), "{again}");
 
     let on_sqlite = TestApp::open(Engine::Sqlite, &sqlite).await.unwrap();
