@@ -23,7 +23,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import pg  # noqa: E402
-from pgalone import PgAlone, script  # noqa: E402
+from pgalone import PgAlone, pgbench, script  # noqa: E402
 
 # The triggers that record a subject's revisions (migrations/postgres/0007-history.sql).
 TRIGGERS = {"W4": "subjects_revision", "W5": "subjects_revision_update"}
@@ -53,7 +53,7 @@ def main():
         subprocess.run([args.coursed, "copy", "--from", data, "--to", cluster.url("coursed_pristine")],
                        check=True, capture_output=True)
         subjects, payloads = PgAlone.setup(cluster, "coursed_pristine")
-        pgbench = os.path.join(cluster.bin, "pgbench")
+        pgbench_bin = os.path.join(cluster.bin, "pgbench")
         results = {}
         for rnd in range(1, args.rounds + 1):
             for w in ("W4", "W5"):
@@ -64,12 +64,9 @@ def main():
                     cluster.fresh("bound_work", "bound_pristine")
                     if not recording:
                         cluster.sql(f"ALTER TABLE subjects DISABLE TRIGGER {TRIGGERS[w]}", db="bound_work")
-                    out = subprocess.run([pgbench, "-n", "-M", "prepared", f"-c{args.clients}", "-j2",
-                                          f"-T{args.seconds}", "-f", path, cluster.url("bound_work")],
-                                         capture_output=True, text=True)
-                    if out.returncode != 0:
-                        raise SystemExit(f"pgbench {w}: {out.stderr[-2000:]}")
-                    tps = float(next(l for l in out.stdout.splitlines() if l.startswith("tps = ")).split()[2])
+                    out = pgbench([pgbench_bin, "-n", "-M", "prepared", f"-c{args.clients}", "-j2",
+                                   f"-T{args.seconds}", "-f", path, cluster.url("bound_work")], w)
+                    tps = float(next(l for l in out.splitlines() if l.startswith("tps = ")).split()[2])
                     rows = tps * 8
                     results.setdefault((w, recording), []).append(rows)
                     print(f"round {rnd} {w} history {'on ' if recording else 'off'}: {rows:8.0f} rows/s", flush=True)

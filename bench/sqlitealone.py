@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 
+from pgalone import seconds
 from procs import machine_jiffies, wait_quiet
 
 NAME = "sqlite-alone"
@@ -57,9 +58,3 @@ class SqliteAlone:
             # Warm-up included: the process runs both.
             "machine_busy_pct": round(100 * (m1 - m0) / max(1, t1 - t0)),
         }
-
-
-def seconds(d):
-    """wrk's duration ("10s", "1m", "1h", "10") as seconds."""
-    unit = {"s": 1, "m": 60, "h": 3600}.get(d[-1:], None)
-    return int(d[:-1]) * unit if unit else int(d)

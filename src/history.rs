@@ -24,11 +24,11 @@ pub async fn prune(db: &Db, before: i64) -> crate::error::Result<(u64, i64)> {
             Ok(cut)
         })
         .await?;
-    let mut total = 0;
+    let (mut total, mut after) = (0, 0);
     loop {
-        match db.write(&ctx, move |tx| Ok(history::prune(tx, cut)?)).await? {
-            Some(n) if n as usize == PRUNE_BATCH => total += n,
-            Some(n) => return Ok((total + n, cut)),
+        match db.write(&ctx, move |tx| Ok(history::prune(tx, cut, after)?)).await? {
+            Some((n, last)) if n as usize == PRUNE_BATCH => (total, after) = (total + n, last),
+            Some((n, _)) => return Ok((total + n, cut)),
             None => {
                 // Another server (a replica) prunes now, as far as this one would or further.
                 log::info!("another server is pruning the history; this one leaves it to it");

@@ -47,7 +47,7 @@ fn parse_cursor(raw: &str) -> Option<i64> {
 /// The revision as a resource object, with its links and its place in the feed.
 pub(super) fn object(base: &Base, r: &Revision) -> Json {
     let mut o = r.resource_object();
-    let id = o["id"].as_str().unwrap_or_default().to_owned();
+    let id = history::revision_id(r.key);
     o["relationships"]["resource"]["links"] =
         json!({"related": format!("{}/{}/{}", base.as_str(), r.resource_type, r.resource_id)});
     o["links"] = json!({"self": format!("{}/revisions/{id}", base.as_str())});

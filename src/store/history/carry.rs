@@ -18,38 +18,31 @@ const ROWS_PER_INSERT: usize = 100;
 
 /// Calls `each` with every revision kept, in feed order, then those PostgreSQL has not placed
 /// in the feed yet (committed since its sequencer's last round), in the order recorded.
-/// Pages by place, so a caller in one snapshot reads each once.
+/// Pages by place (then by key), so a caller in one snapshot reads each once.
 pub fn read_every(tx: &mut dyn Tx, each: &mut dyn FnMut(Revision) -> Result<(), String>) -> Result<u64, String> {
     let placed = format!("SELECT {COLUMNS} FROM revision_log WHERE seq > ? ORDER BY seq LIMIT {PAGE}");
-    let (mut after, mut n) = (0, 0);
-    loop {
-        let mut page = Vec::new();
-        tx.query(&placed, &[Value::Int(after)], &mut |r| page.push(revision(r))).map_err(|e| e.to_string())?;
-        let last = page.len() < PAGE as usize;
-        for r in page {
-            after = r.seq.unwrap_or(after);
-            n += 1;
-            each(r)?;
-        }
-        if last {
-            break;
-        }
-    }
-    let (mut after, unplaced) =
-        (0, format!("SELECT {COLUMNS} FROM revision_log WHERE seq IS NULL AND key > ? ORDER BY key LIMIT {PAGE}"));
-    loop {
-        let mut page = Vec::new();
-        tx.query(&unplaced, &[Value::Int(after)], &mut |r| page.push(revision(r))).map_err(|e| e.to_string())?;
-        let last = page.len() < PAGE as usize;
-        for r in page {
-            after = r.key;
-            n += 1;
-            each(r)?;
-        }
-        if last {
-            return Ok(n);
+    let unplaced =
+        format!("SELECT {COLUMNS} FROM revision_log WHERE seq IS NULL AND key > ? ORDER BY key LIMIT {PAGE}");
+    let by_place = |r: &Revision| r.seq.unwrap_or_default();
+    let by_key = |r: &Revision| r.key;
+    let mut n = 0;
+    for (sql, order) in [(&placed, &by_place as &dyn Fn(&Revision) -> i64), (&unplaced, &by_key)] {
+        let mut after = 0;
+        loop {
+            let mut page = Vec::new();
+            tx.query(sql, &[Value::Int(after)], &mut |r| page.push(revision(r))).map_err(|e| e.to_string())?;
+            let last = page.len() < PAGE as usize;
+            for r in page {
+                after = order(&r);
+                n += 1;
+                each(r)?;
+            }
+            if last {
+                break;
+            }
         }
     }
+    Ok(n)
 }
 
 /// How many revisions a database keeps.

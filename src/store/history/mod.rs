@@ -461,9 +461,11 @@ pub fn raise_floor(tx: &mut dyn Tx, cut: i64) -> Result<(), DbError> {
 /// [`raise_floor`] in a transaction of its own), at most [`PRUNE_BATCH`] of them (call it again
 /// while it deletes that many), keeping the newest revision of each resource that exists (so
 /// that its numbers go on and it keeps a history) and the newest of all (so that SQLite never
-/// hands out a place again). Returns how many it deleted; `None` when another transaction (a
-/// replica's) is pruning now, which leaves the work to it.
-pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<Option<u64>, DbError> {
+/// hands out a place again), from the place after `after` on (0 at first, then what the
+/// previous batch returned: the revisions kept before it are not examined again). Returns how
+/// many it deleted and the place of the last; `None` when another transaction (a replica's)
+/// is pruning now, which leaves the work to it.
+pub fn prune(tx: &mut dyn Tx, cut: i64, after: i64) -> Result<Option<(u64, i64)>, DbError> {
     if let Some(turn) = tx.dialect().prune_turn() {
         if tx.first(turn, &[])?.and_then(|v| v.cell().as_i64()) != Some(1) {
             return Ok(None);
@@ -477,7 +479,7 @@ pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<Option<u64>, DbError> {
         .collect::<Vec<_>>()
         .join(" ");
     let sql = format!(
-        "SELECT key FROM revision_log AS r \
+        "SELECT seq, CAST(key AS TEXT) FROM revision_log AS r \
          WHERE seq > ? AND seq <= ? AND seq < (SELECT head FROM history_bounds) \
            AND NOT (r.number = (SELECT max(x.number) FROM revisions AS x \
                                 WHERE x.resource_type = r.resource_type AND x.resource_id = r.resource_id) \
@@ -486,10 +488,11 @@ pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<Option<u64>, DbError> {
     );
     // Nothing above the floor: a reader may still be reading there.
     let cut = cut.min(floor(tx)?);
-    let keys = tx.strings(
-        &format!("SELECT CAST(key AS TEXT) FROM ({sql}) AS k"),
-        &[Value::Int(0), Value::Int(cut), Value::Int(PRUNE_BATCH as i64)],
-    )?;
+    let (mut keys, mut last) = (Vec::new(), after);
+    tx.query(&sql, &[Value::Int(after), Value::Int(cut), Value::Int(PRUNE_BATCH as i64)], &mut |r| {
+        last = r.cell(0).as_i64().unwrap_or(last);
+        keys.extend(r.cell(1).as_str().map(str::to_owned));
+    })?;
     let (revisions, feed, _) = tx.dialect().pruning();
     let n = keys.len() as u64;
     if !keys.is_empty() {
@@ -498,7 +501,7 @@ pub fn prune(tx: &mut dyn Tx, cut: i64) -> Result<Option<u64>, DbError> {
         }
         tx.execute(revisions, &[Value::Ids(keys)])?;
     }
-    Ok(Some(n))
+    Ok(Some((n, last)))
 }
 
 /// Records one revision of `action` (`create` or `delete`) by `by` for every resource of `rt`,

@@ -85,7 +85,7 @@ impl<'c> PgTx<'c> {
                 self.conflict = true;
                 return DbError::Conflict(db.message().to_owned());
             }
-            let column = db.constraint().and_then(|c| c.strip_prefix(&format!("{table}_"))).unwrap_or("").to_owned();
+            let column = constraint.strip_prefix(&format!("{table}_")).unwrap_or("").to_owned();
             return DbError::Unique { table, column };
         }
         // A deadlock, a serialization failure, or a row named by a foreign key deleted by a

@@ -50,7 +50,7 @@ pub fn bulk<T>(path: &str, target: Target, f: impl FnOnce(&mut dyn Tx) -> Result
             conn.execute_batch("DELETE FROM chapters; DELETE FROM subjects; DELETE FROM modules;").map_err(fail)?;
         }
         target.make_way_for_history(&mut tx, path)?;
-        if !merging {
+        if !merging && !target.carries_history {
             // A load records one `create` per resource at the end, in one statement per type.
             conn.execute_batch("UPDATE history_context SET recording = 0").map_err(fail)?;
         }
