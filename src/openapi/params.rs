@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 use super::patterns;
 use super::schemas::filter_schema;
 use crate::jsonapi::body::singular;
-use crate::jsonapi::query::{MAX_IDS, MAX_PAGE_SIZE};
+use crate::jsonapi::query::{MAX_IDS, MAX_PAGE_SIZE, NO_PARENT};
 use crate::resources::{ResourceType, TYPES};
 use crate::search::query::{MAX_CHARS, MAX_PHRASE_WORDS, MAX_TERMS, MIN_PREFIX};
 
@@ -83,9 +83,19 @@ pub fn collection_params(rt: &'static ResourceType) -> Vec<Value> {
         ));
     }
     for r in rt.to_one() {
+        let target = singular(r.target());
+        let none = if r.fk.nullable {
+            format!("only {} without a {target}", rt.name)
+        } else {
+            format!("nothing (every {} has a {target})", singular(rt))
+        };
         params.push(query(
             &format!("filter[{}]", r.name),
-            format!("Only {} of this {} (an id that names none matches nothing).", rt.name, singular(r.target())),
+            format!(
+                "Only {} of the {target} with this id (an id that names none matches nothing); \
+                 `{NO_PARENT}` matches {none}.",
+                rt.name
+            ),
             json!({"type": "string"}),
         ));
     }

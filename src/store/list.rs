@@ -30,6 +30,9 @@ pub fn list(
     for f in &q.filters {
         match f {
             Filter::Parent(rel, parent) => parents.push((rel.fk.column, parent.as_deref())),
+            // Read through the column's index as a parent's children are, but counted:
+            // `row_counts` keeps the count of each parent's children, not of the rows without one.
+            Filter::NoParent(rel) => wheres.push(format!("{} IS NULL", rel.fk.column)),
             Filter::Ids(ids) => {
                 wheres.push(dialect.in_ids("id"));
                 params.push(Value::Ids(ids.clone()));

@@ -406,3 +406,233 @@ async fn deep_pages_of_an_order_whose_first_key_ties_start_inside_the_group() {
     let want: Vec<String> = available.iter().skip(260).take(10).map(|s| s.0.clone()).collect();
     assert_eq!(t.get(path).await.ids(), want, "{path}");
 }
+
+/// Follows `links.next` from `path`, checking `meta.page.total` on every page; returns the ids
+/// in order.
+async fn every_page(t: &TestApp, path: &str, total: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut next = Some(path.to_owned());
+    while let Some(path) = next {
+        let r = t.get(&path).await;
+        r.assert_status(200);
+        assert_eq!(r.body["meta"]["page"]["total"], total, "{path}");
+        ids.extend(r.ids());
+        next = r.body["links"]["next"].as_str().map(|l| l.trim_start_matches("http://localhost:8080").to_owned());
+    }
+    ids
+}
+
+on_both!(filter_null_on_a_to_one_lists_the_resources_without_one);
+async fn filter_null_on_a_to_one_lists_the_resources_without_one() {
+    let t = TestApp::new().await;
+    let (m1, m2) = (t.module("M1").await, t.module("M2").await);
+    // 24 subjects, in turn in M1, in no module, in M2; every other one available; titles
+    // descending as they are created.
+    let (mut with, mut without, mut available_without) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..24 {
+        let module = [Some(&m1), None, Some(&m2)][i % 3];
+        let rels = module.map_or(Value::Null, |m| json!({"module": one("modules", m)}));
+        let attrs = json!({"title": format!("S{:02}", 23 - i), "available_for_courses": i % 2 == 1});
+        let id = t.create("subjects", attrs, rels).await;
+        match module {
+            Some(_) => with.push(id),
+            None if i % 2 == 1 => {
+                available_without.push(id.clone());
+                without.push(id);
+            }
+            None => without.push(id),
+        }
+    }
+    assert_eq!((without.len(), available_without.len()), (8, 4));
+
+    // Paged: the total on every page, the links keep the filter.
+    let first = t.get("/v1/subjects?filter%5Bmodule%5D=null&page%5Bsize%5D=3").await;
+    assert_eq!(
+        first.body["meta"]["page"],
+        json!({"currentPage": 1, "perPage": 3, "from": 1, "to": 3, "total": 8, "lastPage": 3})
+    );
+    assert_eq!(
+        first.body["links"]["last"],
+        "http://localhost:8080/v1/subjects?filter%5Bmodule%5D=null&page%5Bsize%5D=3&page%5Bnumber%5D=3"
+    );
+    assert_eq!(every_page(&t, "/v1/subjects?filter%5Bmodule%5D=null&page%5Bsize%5D=3", 8).await, without);
+    let r = t.get("/v1/subjects?filter[module]=null").await;
+    assert!(r.data().iter().all(|d| d["relationships"]["module"]["data"].is_null()), "{}", r.body);
+    // Trimmed like an id; any other spelling is not an id and matches nothing.
+    assert_eq!(t.get("/v1/subjects?filter[module]=%20null%20").await.ids(), without);
+    for other in ["NULL", "Null", "nul", "null,null", "%00"] {
+        let r = t.get(&format!("/v1/subjects?filter[module]={other}")).await;
+        assert_eq!(r.body["data"], json!([]), "{other}");
+        assert_eq!(r.body["meta"]["page"]["total"], 0, "{other}");
+    }
+
+    // With the other filters.
+    let r = t.get("/v1/subjects?filter[module]=null&filter[available_for_courses]=true&page[size]=3").await;
+    assert_eq!(r.ids(), available_without[..3].to_vec());
+    assert_eq!(r.body["meta"]["page"]["total"], 4);
+    let r =
+        t.get(&format!("/v1/subjects?filter[module]=null&filter[id]={},{},{}", with[0], without[2], without[5])).await;
+    assert_eq!(r.ids(), vec![without[2].clone(), without[5].clone()]);
+    assert_eq!(r.body["meta"]["page"]["total"], 2);
+    let r = t.get(&format!("/v1/subjects?filter[module]=null&filter[id]={}", with[1])).await;
+    assert_eq!(r.body["meta"]["page"]["total"], 0);
+
+    // Sorted, a page in the middle.
+    let by_title: Vec<String> = without.iter().rev().cloned().collect();
+    let r = t.get("/v1/subjects?filter[module]=null&sort=title&page[size]=3&page[number]=2").await;
+    assert_eq!(r.ids(), by_title[3..6].to_vec());
+    assert_eq!(r.body["meta"]["page"]["total"], 8);
+    let r = t.get("/v1/subjects?filter[module]=null&sort=-id&page[size]=5&page[number]=2").await;
+    assert_eq!(r.ids(), by_title[5..].to_vec());
+
+    // Include and sparse fieldsets: nothing to include through `module`, chapters as usual.
+    let chapter = t.chapter("C", &without[0], 0).await;
+    t.chapter("Elsewhere", &with[0], 0).await;
+    let r = t
+        .get("/v1/subjects?filter[module]=null&include=module,chapters&fields[subjects]=title,module&page[size]=2")
+        .await;
+    assert_eq!(r.ids(), without[..2].to_vec());
+    let included: Vec<&str> =
+        r.body["included"].as_array().unwrap().iter().map(|v| v["id"].as_str().unwrap()).collect();
+    assert_eq!(included, [chapter.as_str()]);
+    assert_eq!(r.data()[0]["attributes"], json!({"title": "S22"}));
+    assert_eq!(r.data()[0]["relationships"]["module"]["data"], Value::Null);
+
+    // On a related endpoint: a module's subjects all have a module.
+    let r = t.get(&format!("/v1/modules/{m1}/subjects?filter[module]=null")).await;
+    assert_eq!(r.body["data"], json!([]));
+    assert_eq!(r.body["meta"]["page"]["total"], 0);
+    // And on modules there is no such filter.
+    t.get("/v1/modules?filter[module]=null").await.assert_error(400, "filter[module]");
+}
+
+on_both!(filter_null_on_a_relationship_every_resource_has_is_an_empty_page);
+async fn filter_null_on_a_relationship_every_resource_has_is_an_empty_page() {
+    let t = TestApp::new().await;
+    let s = t.subject("S", None).await;
+    for i in 0..3 {
+        t.chapter(&format!("C{i}"), &s, i).await;
+    }
+    for path in [
+        "/v1/chapters?filter[subject]=null".to_owned(),
+        "/v1/chapters?filter[subject]=null&sort=-position&page[size]=2&include=subject".to_owned(),
+        format!("/v1/subjects/{s}/chapters?filter[subject]=null"),
+    ] {
+        let r = t.get(&path).await;
+        r.assert_status(200);
+        assert_eq!(r.body["data"], json!([]), "{path}");
+        assert_eq!(r.body["meta"]["page"]["total"], 0, "{path}");
+        assert_eq!(r.body["meta"]["page"]["lastPage"], 1, "{path}");
+        assert!(r.body.get("included").is_none_or(|i| i == &json!([])), "{path}");
+    }
+    assert_eq!(t.get("/v1/chapters").await.body["meta"]["page"]["total"], 3);
+}
+
+/// The subjects without a module (one page), checking the total.
+async fn without_module(t: &TestApp) -> Vec<String> {
+    let r = t.get("/v1/subjects?filter[module]=null").await;
+    assert_eq!(r.body["meta"]["page"]["total"], r.data().len());
+    r.ids()
+}
+
+on_both!(a_subject_that_loses_its_module_is_then_without_one);
+async fn a_subject_that_loses_its_module_is_then_without_one() {
+    let t = TestApp::new().await;
+    let (m1, m2) = (t.module("M1").await, t.module("M2").await);
+    let s1 = t.subject("S1", Some(&m1)).await;
+    let s2 = t.subject("S2", Some(&m1)).await;
+    let s3 = t.subject("S3", None).await;
+    let s4 = t.subject("S4", Some(&m2)).await;
+    assert_eq!(without_module(&t).await, vec![s3.clone()]);
+    let r = t.write("PATCH", &format!("/v1/subjects/{s1}/relationships/module"), json!({"data": null})).await;
+    r.assert_status(200);
+    assert_eq!(without_module(&t).await, [s1.clone(), s3.clone()]);
+    // Into a module, and out of one by replacing the module's set.
+    let r = t.write("PATCH", &format!("/v1/subjects/{s3}/relationships/module"), one("modules", &m2)).await;
+    r.assert_status(200);
+    assert_eq!(without_module(&t).await, vec![s1.clone()]);
+    let r = t.write("PATCH", &format!("/v1/modules/{m2}/relationships/subjects"), json!({"data": []})).await;
+    r.assert_status(200);
+    assert_eq!(without_module(&t).await, [s1.clone(), s3.clone(), s4.clone()]);
+    // Deleting a module leaves its subjects without one.
+    t.delete(&format!("/v1/modules/{m1}")).await.assert_status(204);
+    assert_eq!(without_module(&t).await, [s1, s2, s3, s4]);
+}
+
+on_both!(filter_null_on_a_to_one_combines_with_a_search);
+async fn filter_null_on_a_to_one_combines_with_a_search() {
+    let t = TestApp::new().await;
+    let m = t.module("Physics").await;
+    let rels = json!({"module": one("modules", &m)});
+    t.create("subjects", json!({"title": "Optics in a module"}), rels.clone()).await;
+    let two = t.create("subjects", json!({"title": "Optics two"}), Value::Null).await;
+    t.create("subjects", json!({"title": "Lenses", "content": "Not about it."}), Value::Null).await;
+    let three = t
+        .create(
+            "subjects",
+            json!({"title": "Waves", "content": "Optics, again.", "available_for_courses": true}),
+            Value::Null,
+        )
+        .await;
+    t.create("subjects", json!({"title": "Optics and waves"}), rels).await;
+    // Best match first (the title holds the word), then the others.
+    let r = t.get("/v1/subjects?filter[search]=optics&filter[module]=null").await;
+    assert_eq!(r.ids(), [two.clone(), three.clone()]);
+    assert_eq!(r.body["meta"]["page"]["total"], 2);
+    assert!(r.data().iter().all(|d| d["meta"]["search"]["excerpt"].as_str().is_some_and(|e| e.contains("<mark>"))));
+    let r = t.get("/v1/subjects?filter[search]=opt*&filter[module]=null&sort=-title&page[size]=1&page[number]=2").await;
+    assert_eq!(r.ids(), vec![two.clone()]);
+    assert_eq!(r.body["meta"]["page"]["total"], 2);
+    let r = t.get("/v1/subjects?filter[search]=optics&filter[module]=null&filter[available_for_courses]=true").await;
+    assert_eq!(r.ids(), [three]);
+    assert_eq!(r.body["meta"]["page"]["total"], 1);
+    let r = t.get(&format!("/v1/modules/{m}/subjects?filter[search]=optics&filter[module]=null")).await;
+    assert_eq!(r.body["meta"]["page"]["total"], 0);
+}
+
+on_both!(deep_pages_of_the_resources_without_a_parent);
+/// Past the first pages (where pages step over their offset by the keys alone), the rows
+/// without a parent are those of the whole order read in full, in every order.
+async fn deep_pages_of_the_resources_without_a_parent() {
+    let shape = coursed::dataset::Shape { modules: 3, subjects_per_module: 200, chapters_per_subject: 0, seed: 3 };
+    let t = TestApp::generated(shape).await;
+    let module = t.get("/v1/modules?page[size]=1").await.ids().remove(0);
+    let r = t.write("PATCH", &format!("/v1/modules/{module}/relationships/subjects"), json!({"data": []})).await;
+    r.assert_status(200);
+    let module = t.get("/v1/modules?page[size]=1&page[number]=2").await.ids().remove(0);
+    let r = t.write("PATCH", &format!("/v1/modules/{module}/relationships/subjects"), json!({"data": []})).await;
+    r.assert_status(200);
+    // (id, title, created_at) of every subject without a module.
+    let mut rows: Vec<(String, String, String)> = Vec::new();
+    for n in 1..=6 {
+        for d in t.get(&format!("/v1/subjects?page[size]=100&page[number]={n}")).await.data() {
+            if d["relationships"]["module"]["data"].is_null() {
+                let a = &d["attributes"];
+                let text = |k: &str| a[k].as_str().unwrap().to_owned();
+                rows.push((d["id"].as_str().unwrap().to_owned(), text("title"), text("created_at")));
+            }
+        }
+    }
+    assert_eq!(rows.len(), 400);
+    type Row = (String, String, String);
+    type Order = fn(&Row, &Row) -> std::cmp::Ordering;
+    let orders: [(&str, Order); 4] = [
+        ("id", |a, b| a.0.cmp(&b.0)),
+        ("-title", |a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0))),
+        ("created_at,title", |a, b| a.2.cmp(&b.2).then(a.1.cmp(&b.1)).then(a.0.cmp(&b.0))),
+        ("-id", |a, b| b.0.cmp(&a.0)),
+    ];
+    for (sort, cmp) in orders {
+        let mut all = rows.clone();
+        all.sort_by(cmp);
+        let all: Vec<String> = all.into_iter().map(|r| r.0).collect();
+        for (size, number) in [(100u64, 3u64), (20, 14), (1, 400), (13, 31), (7, 58)] {
+            let path = format!("/v1/subjects?filter[module]=null&sort={sort}&page[size]={size}&page[number]={number}");
+            let from = ((number - 1) * size) as usize;
+            let expected: Vec<String> = all.iter().skip(from).take(size as usize).cloned().collect();
+            let r = t.get(&path).await;
+            assert_eq!(r.ids(), expected, "{path}");
+            assert_eq!(r.body["meta"]["page"]["total"], 400, "{path}");
+        }
+    }
+}

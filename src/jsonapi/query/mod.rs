@@ -18,6 +18,9 @@ pub const MAX_IDS: usize = 100;
 pub const MAX_INCLUDE_DEPTH: usize = 2;
 /// The sort key of a search's relevance (`sort=-relevance`).
 pub const RELEVANCE: &str = "relevance";
+/// The value of `filter[rel]` on a to-one relationship that selects the resources without a
+/// parent (`filter[module]=null`).
+pub const NO_PARENT: &str = "null";
 
 /// What one response document may take: bytes (of the rows read for it and of the document
 /// written) and included resources. A document is first read within [`Budget::SMALL`]; one
@@ -87,9 +90,14 @@ pub enum Filter {
     Ids(Vec<String>),
     /// `filter[attr]`: exact match.
     Equals(&'static Attribute, FilterValue),
-    /// `filter[rel]` on a to-one relationship: the resources whose parent is this id.
+    /// `filter[rel]` on a to-one relationship: the resources whose parent is this id (`None`, a
+    /// value that is not a UUID, matches nothing).
     Parent(&'static Relationship, Option<String>),
-    /// A filter no resource can match (a value holding U+0000, which stored text never does).
+    /// `filter[rel]=null` on a to-one relationship whose foreign key may be null: the resources
+    /// without a parent.
+    NoParent(&'static Relationship),
+    /// A filter no resource can match (a value holding U+0000, which stored text never does, or
+    /// [`NO_PARENT`] for a relationship every resource has).
     Nothing,
 }
 

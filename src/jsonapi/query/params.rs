@@ -3,7 +3,7 @@
 
 use warp::http::StatusCode;
 
-use super::{normalize_id, Filter, FilterValue, Include, SortKey, MAX_INCLUDE_DEPTH, RELEVANCE};
+use super::{normalize_id, Filter, FilterValue, Include, SortKey, MAX_INCLUDE_DEPTH, NO_PARENT, RELEVANCE};
 use crate::error::Problem;
 use crate::resources::{Kind, ResourceType};
 
@@ -105,7 +105,12 @@ pub(super) fn parse_include(value: &str, rt: &'static ResourceType) -> Result<Ve
 
 pub(super) fn parse_filter(key: &str, name: &str, value: &str, rt: &'static ResourceType) -> Result<Filter, Problem> {
     if let Some(rel) = rt.relationship(name).filter(|r| r.is_to_one()) {
-        return Ok(Filter::Parent(rel, normalize_id(value.trim())));
+        return Ok(match value.trim() {
+            NO_PARENT if rel.fk.nullable => Filter::NoParent(rel),
+            // Every resource has this parent (its column is never null): none is without it.
+            NO_PARENT => Filter::Nothing,
+            id => Filter::Parent(rel, normalize_id(id)),
+        });
     }
     let Some(attr) = rt.attribute(name).filter(|a| a.filterable) else {
         let mut known = vec!["id".to_owned()];

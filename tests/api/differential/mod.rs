@@ -1,7 +1,7 @@
 //! The same requests on both engines over the same catalogue get the same answers.
 //!
 //! - Random reads, the same status and the same bytes: every sort field of the registry in both
-//!   directions, exact-match and relationship filters, `filter[id]`, searches (words, prefixes,
+//!   directions, exact-match and relationship filters (`null` among them), `filter[id]`, searches (words, prefixes,
 //!   phrases, `-relevance`), paging, `include` and sparse fieldsets, on collections, related and
 //!   relationship endpoints and single resources.
 //! - Random writes, valid and not (`writes.rs`), the same status and the same document but for
@@ -107,8 +107,9 @@ fn collection_query(d: &mut Draw, t: &'static ResourceType) -> Vec<String> {
     }
     for r in t.relationships.iter().filter(|r| r.is_to_one()) {
         if d.chance(20) {
-            let ids = if r.fk.parent.name == "modules" { MODULES } else { SUBJECTS };
-            q.push(format!("filter[{}]={}", r.name, d.one(ids)));
+            let mut values = if r.fk.parent.name == "modules" { MODULES } else { SUBJECTS }.to_vec();
+            values.push("null");
+            q.push(format!("filter[{}]={}", r.name, d.one(&values)));
         }
     }
     if t.name == "subjects" && d.chance(10) {
