@@ -71,7 +71,11 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<tokens::Bootstrap>), 
         ));
     }
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
-    let web = app::Web::new(&args.cors_origins, args.compression == cli::Switch::On)?;
+    let web = app::Web::new(&args.cors_origins, args.compression == cli::Switch::On, args.console == cli::Switch::On)?;
+    if web.console {
+        // The console's files are compressed once, before the first browser asks for them.
+        tokio::task::spawn_blocking(http::console::Console::get);
+    }
     let mut auth = tokens::Auth::new(accepted, tokens::Throttle::new(args.auth_failures, args.auth_window));
     auth.proxies = tokens::Proxies { trusted: args.trusted_proxies.clone(), header: args.proxy_header };
     let app = App {

@@ -76,7 +76,7 @@ impl App {
             body_limit: DEFAULT_BODY_LIMIT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             require_if_match: false,
-            web: Arc::new(Web { compression: true, ..Web::default() }),
+            web: Arc::new(Web { compression: true, console: true, ..Web::default() }),
             connections: Limits::default(),
             access_log: None,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,

@@ -10,11 +10,13 @@ pub struct Web {
     pub cors: Cors,
     /// `--compression off` leaves compression to a proxy in front.
     pub compression: bool,
+    /// `--console off` serves the API alone (no editor console at `/` and `/console/`).
+    pub console: bool,
 }
 
 impl Web {
-    pub fn new(cors_origins: &[String], compression: bool) -> Result<Web, String> {
-        Ok(Web { cors: Cors::new(cors_origins)?, compression })
+    pub fn new(cors_origins: &[String], compression: bool, console: bool) -> Result<Web, String> {
+        Ok(Web { cors: Cors::new(cors_origins)?, compression, console })
     }
 }
 

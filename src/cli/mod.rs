@@ -132,6 +132,11 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_COMPRESSION", value_enum, default_value = "on")]
     pub compression: Switch,
 
+    /// on: the editor console, a web page for the people who write the content, at / and
+    /// /console/ (its files are in the binary); off: the API alone.
+    #[arg(long, env = "COURSED_CONSOLE", value_enum, default_value = "on")]
+    pub console: Switch,
+
     /// Refuse (428) a PATCH or DELETE of a resource, or a write to a relationship, that does
     /// not carry If-Match with the ETag the client read (or *): no edit can overwrite another
     /// unseen.

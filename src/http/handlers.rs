@@ -72,6 +72,7 @@ async fn answer(route: Route, mut req: Req, app: Arc<App>) -> Response {
             Route::Item(rt, id) => item(&app, rt, &id, req).await,
             Route::Related(rt, id, rel) => related::related(&app, rt, &id, &rel, req).await,
             Route::Relationship(rt, id, rel) => related::relationship(&app, rt, &id, &rel, req).await,
+            Route::Home => super::home::home(&app, req).await,
             Route::Operations => super::operations::operations(&app, req).await,
             Route::Feed => super::revisions::feed(&app, req).await,
             Route::Revision(id) => super::revisions::one(&app, &id, req).await,

@@ -9,10 +9,12 @@
 mod access;
 mod compress;
 mod conditional;
+pub mod console;
 mod cors;
 mod handlers;
 mod health;
 mod heavy;
+mod home;
 mod large;
 mod openapi;
 mod operations;
@@ -69,7 +71,8 @@ impl Req {
 }
 
 /// The whole API: `GET /v1/openapi.json`, `/healthz` and `/readyz` without a token, everything
-/// else under `/v1` with one.
+/// else under `/v1` with one; and the editor console at `/` and `/console/` (see `console`),
+/// a page that asks for a token itself.
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let web = app.web.clone();
     let log = app.access_log.clone();
@@ -98,7 +101,19 @@ pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infal
                 access::marked(answered, on, template, named)
             },
         );
-    let all = openapi.or(healthz).unify().or(readyz).unify().or(api).unify();
+    let (console_on, compression) = (web.console, web.compression);
+    let console = warp::path::full()
+        .and_then(move |path: FullPath| {
+            let ours = console_on && console::is_console(path.as_str());
+            std::future::ready(if ours { Ok(path) } else { Err(warp::reject::not_found()) })
+        })
+        .and(warp::method())
+        .and(warp::header::headers_cloned())
+        .then(move |path: FullPath, method, headers| async move {
+            let template = console::template(path.as_str());
+            access::marked(console::serve(method, path.as_str(), headers, compression).await, on, Some(template), None)
+        });
+    let all = openapi.or(healthz).unify().or(readyz).unify().or(api).unify().or(console).unify();
     access::logged(web::finish(all.recover(reply::rejection).unify(), web), log)
 }
 

@@ -87,7 +87,7 @@ fn page(
 }
 
 /// Whether a page is read by walking one index (so it may run inline): at most one sort key,
-/// no filter that must look at rows beyond the page, nothing to include, and no offset to walk
+/// no filter that must look at rows beyond the page (or count them), nothing to include, and no offset to walk
 /// over (a deep page steps over its offset, unless it is a page of a whole table in id order,
 /// which starts from a kept key: `whole`, no parent, and no filter).
 fn is_bounded(q: &Query, whole: bool) -> bool {
@@ -97,6 +97,8 @@ fn is_bounded(q: &Query, whole: bool) -> bool {
         && q.include.is_empty()
         && q.sort.len() <= 1
         && q.filters.iter().all(|f| !matches!(f, Filter::Equals(a, _) if !a.unique))
+        // The resources without a parent are counted, not read from a kept count.
+        && q.filters.iter().all(|f| !matches!(f, Filter::NoParent(_)))
 }
 
 /// The document of resource `id` with what `q` includes; 404 when it does not exist.

@@ -72,7 +72,7 @@ pub(super) fn pruned() -> Error {
 }
 
 /// The query parameters of `query`, decoded; a parameter not in `known` is a 400.
-fn params(query: Option<&str>, known: &[&str], hint: &str) -> Result<Vec<(String, String)>> {
+pub(super) fn params(query: Option<&str>, known: &[&str], hint: &str) -> Result<Vec<(String, String)>> {
     let pairs: Vec<(String, String)> =
         form_urlencoded::parse(query.unwrap_or("").as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
     for (k, _) in &pairs {

@@ -11,6 +11,8 @@ use crate::resources::{self, ResourceType};
 /// The chosen route: a path shape with its resolved type and raw segments.
 #[derive(Debug)]
 pub enum Route {
+    /// `/v1` itself: the entry point.
+    Home,
     Collection(&'static ResourceType),
     Item(&'static ResourceType, String),
     Related(&'static ResourceType, String, String),
@@ -64,7 +66,7 @@ impl Route {
         match self {
             Route::Collection(_) => Some(COLLECTION),
             Route::Operations | Route::Restore(_) => Some(OPERATIONS),
-            Route::Feed | Route::Revision(_) | Route::History(..) | Route::Stream => Some(READ_ONLY),
+            Route::Home | Route::Feed | Route::Revision(_) | Route::History(..) | Route::Stream => Some(READ_ONLY),
             Route::Item(..) => Some(ITEM),
             Route::Related(rt, _, rel) => rt.relationship(rel).map(|_| RELATED),
             Route::Relationship(rt, _, rel) => {
@@ -77,6 +79,7 @@ impl Route {
     pub fn template(&self) -> Option<Template> {
         Some(match self {
             Route::Collection(rt) => Template::Collection(rt.name),
+            Route::Home => Template::Fixed("/v1"),
             Route::Operations => Template::Fixed("/v1/operations"),
             Route::Feed => Template::Fixed("/v1/revisions"),
             Route::Revision(_) => Template::Item("revisions"),
@@ -110,6 +113,7 @@ pub(super) fn route() -> impl Filter<Extract = (Option<Route>,), Error = Infalli
 impl Route {
     /// The route of `rest`, the path after `/v1/`, in segments as sent (not percent-decoded),
     /// none of them empty; one trailing `/` is allowed:
+    /// - nothing (`/v1` or `/v1/`): the entry point;
     /// - `operations`: POST runs atomic operations;
     /// - `{type}`: GET lists, POST creates;
     /// - `{type}/{id}`: GET reads, PATCH updates, DELETE deletes;
@@ -117,6 +121,9 @@ impl Route {
     /// - `{type}/{id}/relationships/{relationship}`: GET and PATCH the linkage; POST adds to
     ///   and DELETE removes from a to-many linkage.
     fn of(rest: &str) -> Option<Route> {
+        if rest.is_empty() {
+            return Some(Route::Home);
+        }
         let rest = rest.strip_suffix('/').unwrap_or(rest);
         let mut segments = [""; 4];
         let mut n = 0;
@@ -159,6 +166,7 @@ mod tests {
 
     fn shape(rest: &str) -> Option<String> {
         Route::of(rest).map(|r| match r {
+            Route::Home => "home".into(),
             Route::Operations => "operations".into(),
             Route::Collection(rt) => format!("collection {}", rt.name),
             Route::Item(rt, id) => format!("item {} {id}", rt.name),
@@ -175,6 +183,7 @@ mod tests {
     #[test]
     fn paths_name_routes_as_warp_segments_would() {
         let some = |s: &str| Some(s.to_owned());
+        assert_eq!(shape(""), some("home"));
         assert_eq!(shape("operations"), some("operations"));
         assert_eq!(shape("operations/"), some("operations"));
         assert_eq!(shape("subjects"), some("collection subjects"));
@@ -190,7 +199,6 @@ mod tests {
         assert_eq!(shape("revisions/stream"), some("stream"));
         assert!(crate::resources::TYPES.iter().all(|rt| rt.relationship("revisions").is_none()));
         for none in [
-            "",
             "/",
             "subjects//",
             "/subjects",

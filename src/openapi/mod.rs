@@ -47,6 +47,7 @@ pub fn document() -> Value {
         json!({"get": {"operationId": "getOpenApi", "summary": "This document (no token needed).", "security": [],
             "responses": {"200": {"description": "The OpenAPI document.", "content": {"application/json": {"schema": {"type": "object"}}}}}}}),
     );
+    paths.insert("/".into(), entry_point());
     paths.insert("/operations".into(), operations::path());
     revisions::add(&mut paths, &mut schemas);
     web::add_web(&mut paths);
@@ -79,6 +80,34 @@ pub fn document() -> Value {
             "responses": responses,
         },
     })
+}
+
+/// `GET /v1`: who the token is, and where everything is.
+fn entry_point() -> Value {
+    let urls: Map<String, Value> = TYPES
+        .iter()
+        .map(|t| t.name)
+        .chain(["revisions", "openapi"])
+        .map(|name| (name.to_owned(), json!({"type": "string", "format": "uri"})))
+        .collect();
+    let schema = json!({"type": "object", "required": ["jsonapi", "meta", "links"], "properties": {
+        "jsonapi": schema_ref("jsonapi"),
+        "meta": {"type": "object", "required": ["caller", "resources"], "properties": {
+            "caller": {"type": "object", "required": ["name", "scope", "writes"], "properties": {
+                "name": {"type": "string", "description": "The token's name (`config` for a configured token, `bootstrap` for the one made at first start)."},
+                "scope": {"enum": ["read", "write", "admin"]},
+                "writes": {"type": "boolean", "description": "Whether the token may write (a `read` token's writes answer 403)."}}},
+            "resources": {"type": "object", "description": "Where each collection, the change feed and the OpenAPI document are.", "properties": urls}}},
+        "links": {"type": "object", "properties": {"self": {"type": "string", "format": "uri"}}}}});
+    let op = operation(
+        "getEntryPoint".into(),
+        "Who the token is (name, scope) and where everything is: what a client reads first.".into(),
+        "entry point",
+        vec![],
+        (200, json!({"description": "The entry point.", "content": {JSONAPI: {"schema": schema}}})),
+        READ_ERRORS,
+    );
+    json!({"get": op})
 }
 
 fn body(name: &str) -> Value {

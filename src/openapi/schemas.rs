@@ -22,6 +22,10 @@ pub fn attribute_schema(a: &Attribute) -> Value {
         if a.max < i64::MAX {
             s["maxLength"] = json!(a.max);
         }
+        if a.max_bytes < i64::MAX {
+            // JSON Schema counts characters; the server also bounds the bytes of UTF-8.
+            s["x-max-bytes"] = json!(a.max_bytes);
+        }
     }
     s["description"] = json!(a.doc);
     s

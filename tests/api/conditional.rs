@@ -268,7 +268,7 @@ async fn a_304_carries_the_tag_and_vary_its_200_would_have() {
         }
     }
     // With compression off, a 304 is what it was.
-    let t = t.configured(|app| app.web = std::sync::Arc::new(coursed::app::Web::new(&[], false).unwrap()));
+    let t = t.configured(|app| app.web = std::sync::Arc::new(coursed::app::Web::new(&[], false, true).unwrap()));
     let path = format!("/v1/subjects/{s}");
     let (_, h, _) = t.exchange(t.req("GET", &path).header("accept-encoding", "gzip")).await;
     let tag = header(&h, "etag").unwrap().to_owned();

@@ -7,6 +7,7 @@ mod bundle;
 mod collections;
 mod conditional;
 mod connections;
+mod console;
 mod copy;
 mod differential;
 mod engines;

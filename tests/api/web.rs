@@ -14,7 +14,7 @@ const SITE: &str = "https://app.school.example";
 
 fn with_cors(t: TestApp, origins: &[&str]) -> TestApp {
     let origins: Vec<String> = origins.iter().map(|o| o.to_string()).collect();
-    t.configured(|app| app.web = Arc::new(Web::new(&origins, true).unwrap()))
+    t.configured(|app| app.web = Arc::new(Web::new(&origins, true, true).unwrap()))
 }
 
 pub fn header<'a>(h: &'a warp::http::HeaderMap, name: &str) -> Option<&'a str> {
@@ -226,7 +226,7 @@ async fn large_bodies_are_compressed_as_the_client_accepts() {
     let m = t.module("M").await;
     let (_, h, _) = t.exchange(t.req("GET", &format!("/v1/modules/{m}")).header("accept-encoding", "gzip")).await;
     assert_eq!(header(&h, "content-encoding"), None);
-    let t = t.configured(|app| app.web = Arc::new(Web::new(&[], false).unwrap()));
+    let t = t.configured(|app| app.web = Arc::new(Web::new(&[], false, true).unwrap()));
     let (_, h, body) = t.exchange(t.req("GET", "/v1/subjects").header("accept-encoding", "gzip, br")).await;
     assert_eq!(header(&h, "content-encoding"), None);
     assert_eq!(body, plain);

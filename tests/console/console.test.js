@@ -1,0 +1,537 @@
+// The editor console as a teacher uses it, in Debian's Chromium: found by roles and labels
+// (as a screen reader finds it), axe-core on every view, and every request checked to stay
+// on the server's own origin.
+//
+// Runs against the debug binary that `cargo build` (or `cargo test`) made, or $COURSED_BIN;
+// Chromium is /usr/bin/chromium or $COURSED_TEST_CHROMIUM. Without Chromium the run fails
+// (it is never skipped): `.ci/run` installs it.
+
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import { chromium } from 'playwright-core';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+const BIN = process.env.COURSED_BIN ?? join(root, 'target', 'debug', 'coursed');
+const CHROMIUM = process.env.COURSED_TEST_CHROMIUM ?? '/usr/bin/chromium';
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+const WRITER = 'console-writer-token';
+
+let dir;
+let server;
+let base;
+let reader;
+let browser;
+/** Every URL the browser asked for, to check that none is on another host. */
+const requested = [];
+/** The requests that failed, and why. */
+const failed = new Map();
+/** Uncaught errors of the console's pages. */
+const pageErrors = [];
+
+/** Starts `coursed serve` on port 0 and resolves to its origin, from its readiness line. */
+function start(args) {
+  const child = spawn(BIN, ['serve', '--host', '127.0.0.1', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('coursed did not say it was listening within 30 s')), 30_000);
+    let seen = '';
+    const read = (chunk) => {
+      seen += chunk;
+      const m = seen.match(/listening on (http:\/\/127\.0\.0\.1:\d+)\/v1/);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, origin: m[1] });
+      }
+    };
+    child.stdout.on('data', read);
+    child.stderr.on('data', read);
+    child.on('exit', (code) => reject(new Error(`coursed exited (${code}) before listening:\n${seen}`)));
+  });
+}
+
+before(async () => {
+  assert.ok(existsSync(BIN), `no coursed binary at ${BIN}: run cargo build first`);
+  assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM}: apt-get install chromium`);
+  dir = mkdtempSync(join(tmpdir(), 'coursed-console-'));
+  const database = join(dir, 'console.db');
+  reader = execFileSync(BIN, ['token', 'create', '--database', database, '--name', 'reader', '--scope', 'read'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  server = await start(['--database', database, '--token', WRITER]);
+  base = server.origin;
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+after(async () => {
+  await browser?.close();
+  server?.child.kill('SIGTERM');
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A new browser tab (a context of its own: its own sessionStorage), watched. */
+async function tab(options = {}) {
+  const context = await browser.newContext({ locale: 'en-US', ...options });
+  const page = await context.newPage();
+  page.on('request', (r) => requested.push(r.url()));
+  page.on('requestfailed', (r) => failed.set(r.url(), r.failure()?.errorText));
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  page.on('dialog', (d) => d.accept());
+  return page;
+}
+
+/** Waits for the view whose heading is `name` (a string or a RegExp). */
+async function view(page, name) {
+  await page.getByRole('heading', { level: 1, name, exact: typeof name === 'string' }).waitFor({ timeout: 15_000 });
+  await page.waitForFunction(() => !document.getElementById('main').hasAttribute('aria-busy'));
+}
+
+/** axe-core on the page as it is: no serious or critical violation. */
+async function accessible(page, what) {
+  await page.evaluate(AXE);
+  const result = await page.evaluate(async () => {
+    // eslint-disable-next-line no-undef
+    const r = await axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(' ')) }));
+  });
+  const bad = result.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(bad, [], `${what}: accessibility violations ${JSON.stringify(bad, null, 2)}`);
+}
+
+/** The API, as the test sees it (with the writer's token). */
+async function api(method, path, body, headers = {}) {
+  const res = await fetch(`${base}/v1${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${WRITER}`, Accept: 'application/vnd.api+json', ...(body ? { 'Content-Type': 'application/vnd.api+json' } : {}), ...headers },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  return { status: res.status, etag: res.headers.get('etag'), doc: text ? JSON.parse(text) : null };
+}
+
+async function signIn(page, token, path = '/') {
+  await page.goto(`${base}${path}`);
+  await view(page, 'Sign in');
+  await page.getByLabel('Token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+}
+
+test('the page is served from the binary with a strict policy', async () => {
+  const res = await fetch(`${base}/`);
+  assert.equal(res.status, 200);
+  const csp = res.headers.get('content-security-policy');
+  assert.match(csp, /default-src 'self'/);
+  assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/);
+  const html = await res.text();
+  const asset = html.match(/src="(\/console\/assets\/[0-9a-f]+\/js\/main\.js)"/)[1];
+  const js = await fetch(`${base}${asset}`);
+  assert.equal(js.status, 200);
+  assert.match(js.headers.get('cache-control'), /immutable/);
+});
+
+let moduleId;
+let moduleTitle;
+let subjectId;
+
+test('sign in, refused and accepted', async () => {
+  const page = await tab();
+  await page.goto(`${base}/console/modules`);
+  await view(page, 'Sign in');
+  await accessible(page, 'sign in');
+  await page.getByLabel('Token').fill('not-a-token');
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByText('This token is not accepted').waitFor();
+  await page.getByLabel('Token').fill(WRITER);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  // Back where the link pointed.
+  await view(page, 'Modules');
+  assert.equal(new URL(page.url()).pathname, '/console/modules');
+  await page.getByText('There are no modules yet.').waitFor();
+  await accessible(page, 'empty modules');
+  // Signing out forgets the token.
+  await page.getByRole('button', { name: 'Sign out' }).click();
+  await view(page, 'Sign in');
+  assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+  await page.context().close();
+});
+
+test('create a module, a subject in it and a chapter; content runs no script', async () => {
+  const page = await tab();
+  await signIn(page, WRITER);
+  await view(page, 'Modules');
+  await page.getByRole('link', { name: 'New module' }).click();
+  await view(page, 'New module');
+  await accessible(page, 'new module');
+  const title = page.getByLabel('Title');
+  // Rules checked as the user types.
+  await title.fill('x'.repeat(256));
+  await page.getByText('At most 255 characters (now 256).').waitFor();
+  await title.fill('   ');
+  await page.getByText('Required.', { exact: true }).first().waitFor();
+  assert.equal(await title.getAttribute('aria-invalid'), 'true');
+  moduleTitle = 'Photosynthesis basics';
+  await title.fill(moduleTitle);
+  assert.equal(await title.getAttribute('aria-invalid'), null);
+  await page.getByLabel('Introduction').fill('How plants turn light into sugar.');
+  const hostile = '<h2>Leaves</h2><p>Light and water.</p><script>parent.document.title = "ran"; document.title = "ran";</script>'
+    + '<img src="http://198.51.100.7/x.png" alt="remote" onerror="parent.document.title=\'ran\'">';
+  await page.getByLabel('Content').fill(hostile);
+  // The preview shows the markup, in a sandboxed frame.
+  const frame = page.frameLocator('iframe[title="Preview of the content"]');
+  await frame.getByRole('heading', { name: 'Leaves' }).waitFor();
+  await page.getByRole('button', { name: 'Create' }).click();
+  await view(page, moduleTitle);
+  await page.getByRole('main').getByText(`Created “${moduleTitle}”.`).waitFor();
+  moduleId = new URL(page.url()).pathname.split('/').pop();
+  await page.frameLocator('iframe[title="Preview of the content"]').getByText('Light and water.').waitFor();
+  assert.notEqual(await page.title(), 'ran');
+  assert.equal(await page.evaluate(() => document.querySelector('iframe').getAttribute('sandbox')), '');
+  await accessible(page, 'module');
+
+  // A second module with the same external id: the server's error is shown at its field.
+  await api('POST', '/modules', { data: { type: 'modules', attributes: { title: 'Taken', external_id: 'mod-1' } } });
+  await page.getByRole('link', { name: 'Modules', exact: true }).first().click();
+  await view(page, 'Modules');
+  await page.getByRole('link', { name: 'New module' }).click();
+  await view(page, 'New module');
+  await page.getByLabel('Title').fill('Duplicate');
+  await page.getByLabel('External id').fill('mod-1');
+  await page.getByRole('button', { name: 'Create' }).click();
+  const external = page.getByLabel('External id');
+  await page.waitForFunction(() => document.getElementById('field-external_id-error').textContent.length > 0);
+  assert.equal(await external.getAttribute('aria-invalid'), 'true');
+  assert.match(await page.locator('#field-external_id-error').textContent(), /external_id|mod-1/);
+  await page.getByRole('link', { name: 'Cancel' }).click();
+
+  // A subject in the module, then a chapter in the subject.
+  await page.getByRole('link', { name: moduleTitle }).click();
+  await view(page, moduleTitle);
+  await page.getByRole('link', { name: 'New subject' }).click();
+  await view(page, 'New subject');
+  await page.getByText(`In the module “${moduleTitle}”.`).waitFor();
+  await accessible(page, 'new subject');
+  await page.getByLabel('Title').fill('Chlorophyll');
+  await page.getByLabel('Introduction').fill('The green pigment that catches light.');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await view(page, 'Chlorophyll');
+  subjectId = new URL(page.url()).pathname.split('/').pop();
+  await page.getByRole('link', { name: moduleTitle }).waitFor();
+  await page.getByRole('link', { name: 'New chapter' }).click();
+  await view(page, 'New chapter');
+  await page.getByLabel('Title').fill('Absorption spectrum');
+  await page.getByLabel('Position').fill('2');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await view(page, 'Absorption spectrum');
+  await accessible(page, 'chapter');
+  await page.getByRole('link', { name: 'Chlorophyll' }).click();
+  await view(page, 'Chlorophyll');
+  await page.getByRole('link', { name: 'Absorption spectrum' }).waitFor();
+  await accessible(page, 'subject');
+  const stored = await api('GET', `/subjects/${subjectId}`);
+  assert.equal(stored.doc.data.relationships.module.data.id, moduleId);
+  // The module list counts the subject.
+  await page.getByRole('link', { name: 'Modules', exact: true }).first().click();
+  await view(page, 'Modules');
+  await page.getByText('1 subject', { exact: false }).first().waitFor();
+  await page.context().close();
+});
+
+test('search finds with highlighted excerpts, and opens a result; back, forward and reload', async () => {
+  const page = await tab();
+  await signIn(page, WRITER);
+  await view(page, 'Modules');
+  const box = page.getByRole('searchbox', { name: 'Search everything' });
+  await box.fill('pigment');
+  await box.press('Enter');
+  await view(page, 'Search: pigment');
+  await accessible(page, 'search');
+  const mark = page.locator('.excerpt mark');
+  await mark.first().waitFor();
+  assert.equal((await mark.first().textContent()).toLowerCase(), 'pigment');
+  await page.getByRole('link', { name: 'Chlorophyll' }).click();
+  await view(page, 'Chlorophyll');
+  await page.goBack();
+  await view(page, 'Search: pigment');
+  await page.goForward();
+  await view(page, 'Chlorophyll');
+  await page.reload();
+  await view(page, 'Chlorophyll');
+  // A malformed search is said, not failed.
+  await box.fill('"unclosed');
+  await box.press('Enter');
+  await page.getByRole('alert').filter({ hasText: 'filter[search]' }).or(page.getByRole('alert').filter({ hasText: '"' })).first().waitFor();
+  await page.context().close();
+});
+
+test('two tabs edit one subject: the 412 is shown and resolved, nothing lost', async () => {
+  const a = await tab();
+  const b = await tab();
+  await signIn(a, WRITER, `/console/subjects/${subjectId}/edit`);
+  await view(a, 'Edit “Chlorophyll”');
+  await accessible(a, 'edit subject');
+  await signIn(b, WRITER, `/console/subjects/${subjectId}/edit`);
+  await view(b, 'Edit “Chlorophyll”');
+  // B saves first.
+  await b.getByLabel('Introduction').fill('Theirs: the pigment of leaves.');
+  await b.getByRole('button', { name: 'Save' }).click();
+  await view(b, 'Chlorophyll');
+  // A saves a change to the same field and another: refused, and shown side by side.
+  await a.getByLabel('Title').fill('Chlorophyll a and b');
+  await a.getByLabel('Introduction').fill('Mine: two pigments.');
+  await a.getByRole('button', { name: 'Save' }).click();
+  await a.getByRole('heading', { name: 'Changed by someone else meanwhile' }).waitFor();
+  await accessible(a, 'conflict');
+  const group = a.getByRole('group', { name: 'Introduction' });
+  await group.getByText('Theirs: the pigment of leaves.').waitFor();
+  await group.getByText('Mine: two pigments.').waitFor();
+  // Nothing of A's was saved yet.
+  let stored = await api('GET', `/subjects/${subjectId}`);
+  assert.equal(stored.doc.data.attributes.introduction, 'Theirs: the pigment of leaves.');
+  assert.equal(stored.doc.data.attributes.title, 'Chlorophyll');
+  await group.getByLabel('Keep your version').check();
+  await a.getByRole('button', { name: 'Put the chosen versions in the form' }).click();
+  assert.equal(await a.getByLabel('Introduction').inputValue(), 'Mine: two pigments.');
+  assert.equal(await a.getByLabel('Title').inputValue(), 'Chlorophyll a and b');
+  await a.getByRole('button', { name: 'Save' }).click();
+  await view(a, 'Chlorophyll a and b');
+  stored = await api('GET', `/subjects/${subjectId}`);
+  assert.equal(stored.doc.data.attributes.introduction, 'Mine: two pigments.');
+  // Both saves are in the history.
+  const revisions = await api('GET', `/subjects/${subjectId}/revisions`);
+  assert.ok(revisions.doc.data.some((r) => r.attributes.changes.introduction?.after === 'Theirs: the pigment of leaves.'));
+  await a.context().close();
+  await b.context().close();
+});
+
+test('move a subject to another module and out of every module', async () => {
+  const other = await api('POST', '/modules', { data: { type: 'modules', attributes: { title: 'Respiration' } } });
+  const page = await tab();
+  await signIn(page, WRITER, `/console/subjects/${subjectId}`);
+  await view(page, 'Chlorophyll a and b');
+  await page.getByRole('link', { name: 'Edit' }).click();
+  await view(page, 'Edit “Chlorophyll a and b”');
+  await page.getByLabel('Find a module by its words').fill('respiration');
+  await page.getByRole('combobox', { name: 'Module' }).locator('option', { hasText: 'Respiration' }).waitFor({ state: 'attached' });
+  await page.getByRole('combobox', { name: 'Module' }).selectOption({ label: 'Respiration' });
+  await page.getByRole('button', { name: 'Save' }).click();
+  await view(page, 'Chlorophyll a and b');
+  await page.getByRole('link', { name: 'Respiration' }).waitFor();
+  let stored = await api('GET', `/subjects/${subjectId}`);
+  assert.equal(stored.doc.data.relationships.module.data.id, other.doc.data.id);
+  // Out of every module: listed among the subjects without one.
+  await page.getByRole('link', { name: 'Edit' }).click();
+  await view(page, 'Edit “Chlorophyll a and b”');
+  await page.getByRole('combobox', { name: 'Module' }).selectOption({ label: 'No module' });
+  await page.getByRole('button', { name: 'Save' }).click();
+  await view(page, 'Chlorophyll a and b');
+  stored = await api('GET', `/subjects/${subjectId}`);
+  assert.equal(stored.doc.data.relationships.module.data, null);
+  await page.getByRole('link', { name: 'Subjects without a module' }).click();
+  await view(page, 'Subjects without a module');
+  await page.getByRole('link', { name: 'Chlorophyll a and b' }).waitFor();
+  await accessible(page, 'unfiled');
+  // And back into the first module.
+  await page.getByRole('link', { name: 'Chlorophyll a and b' }).click();
+  await page.getByRole('link', { name: 'Edit' }).click();
+  await view(page, 'Edit “Chlorophyll a and b”');
+  await page.getByRole('combobox', { name: 'Module' }).selectOption({ label: moduleTitle });
+  await page.getByRole('button', { name: 'Save' }).click();
+  await view(page, 'Chlorophyll a and b');
+  await page.getByRole('link', { name: moduleTitle }).waitFor();
+  await page.context().close();
+});
+
+test('history shows who changed what, and restores', async () => {
+  const page = await tab();
+  await signIn(page, WRITER, `/console/subjects/${subjectId}`);
+  await view(page, 'Chlorophyll a and b');
+  await page.getByRole('link', { name: 'History' }).click();
+  await view(page, 'History of “Chlorophyll a and b”');
+  await accessible(page, 'history');
+  const first = page.getByRole('article', { name: 'Revision 1: created' });
+  await first.waitFor();
+  await first.getByText('by config').waitFor();
+  // An update's text change is a diff of words.
+  await page.locator('ins', { hasText: 'two pigments.' }).first().waitFor();
+  await first.getByRole('button', { name: 'Restore revision 1' }).click();
+  await view(page, 'Chlorophyll');
+  await page.getByRole('main').getByText('Restored revision 1.').waitFor();
+  const stored = await api('GET', `/subjects/${subjectId}`);
+  assert.equal(stored.doc.data.attributes.title, 'Chlorophyll');
+  assert.equal(stored.doc.data.attributes.introduction, 'The green pigment that catches light.');
+  await page.context().close();
+});
+
+test('delete a chapter, and bring it back from its history', async () => {
+  const page = await tab();
+  await signIn(page, WRITER, `/console/subjects/${subjectId}`);
+  await view(page, 'Chlorophyll');
+  await page.getByRole('link', { name: 'Absorption spectrum' }).click();
+  await view(page, 'Absorption spectrum');
+  const chapterId = new URL(page.url()).pathname.split('/').pop();
+  await page.getByRole('button', { name: 'Delete this chapter' }).click();
+  await page.getByRole('button', { name: 'Cancel' }).click();
+  await page.getByRole('button', { name: 'Delete this chapter' }).click();
+  await page.getByText('Delete the chapter “Absorption spectrum”?').waitFor();
+  await accessible(page, 'delete question');
+  await page.getByRole('button', { name: 'Yes, delete it' }).click();
+  await view(page, 'Chlorophyll');
+  await page.getByRole('main').getByText('Deleted “Absorption spectrum”.').waitFor();
+  await page.getByText('This subject has no chapters.').waitFor();
+  assert.equal((await api('GET', `/chapters/${chapterId}`)).status, 404);
+  await page.goto(`${base}/console/chapters/${chapterId}`);
+  await view(page, 'Not found');
+  await page.goto(`${base}/console/chapters/${chapterId}/history`);
+  await view(page, 'History of “Absorption spectrum”');
+  await page.getByText('It has been deleted.').waitFor();
+  await page.getByRole('button', { name: 'Restore revision 1' }).click();
+  await view(page, 'Absorption spectrum');
+  assert.equal((await api('GET', `/chapters/${chapterId}`)).status, 200);
+  await page.context().close();
+});
+
+test('a delete based on a stale page is refused (412), nothing deleted', async () => {
+  const page = await tab();
+  const made = await api('POST', '/modules', { data: { type: 'modules', attributes: { title: 'Stale one' } } });
+  await signIn(page, WRITER, `/console/modules/${made.doc.data.id}`);
+  await view(page, 'Stale one');
+  await api('PATCH', `/modules/${made.doc.data.id}`, { data: { type: 'modules', id: made.doc.data.id, attributes: { introduction: 'changed meanwhile' } } });
+  await page.getByRole('button', { name: 'Delete this module' }).click();
+  await page.getByRole('button', { name: 'Yes, delete it' }).click();
+  await page.getByText('It was changed since this page was shown.').waitFor();
+  assert.equal((await api('GET', `/modules/${made.doc.data.id}`)).status, 200);
+  await page.context().close();
+});
+
+test('a read-only token sees everything and no control that would fail', async () => {
+  const page = await tab();
+  await signIn(page, reader);
+  await view(page, 'Modules');
+  await page.getByText('(read only)').waitFor();
+  const editing = /^(New |Edit|Delete|Save|Create|Restore|Yes, delete)/;
+  const controls = async () => {
+    const names = await page.locator('main a, main button').evaluateAll((els) => els.map((e) => e.textContent.trim()));
+    return names.filter((n) => editing.test(n));
+  };
+  assert.deepEqual(await controls(), []);
+  await page.getByRole('link', { name: moduleTitle }).click();
+  await view(page, moduleTitle);
+  await page.getByRole('link', { name: 'Chlorophyll' }).waitFor();
+  assert.deepEqual(await controls(), []);
+  await accessible(page, 'module, read only');
+  await page.getByRole('link', { name: 'Chlorophyll' }).click();
+  await view(page, 'Chlorophyll');
+  assert.deepEqual(await controls(), []);
+  await page.getByRole('link', { name: 'History' }).click();
+  await view(page, 'History of “Chlorophyll”');
+  await page.getByRole('article').first().waitFor();
+  assert.deepEqual(await controls(), []);
+  // A form's URL typed by hand shows nothing to press.
+  await page.goto(`${base}/console/modules/new`);
+  await view(page, 'Not found');
+  await page.goto(`${base}/console/subjects/${subjectId}/edit`);
+  await view(page, 'Not found');
+  // The API reference offers to try only what reads.
+  await page.goto(`${base}/console/api`);
+  await view(page, 'API reference');
+  const post = page.locator('summary', { hasText: 'POST' }).first();
+  await post.click();
+  assert.equal(await page.getByRole('button', { name: 'Send' }).count(), 0);
+  await page.context().close();
+});
+
+test('the API reference renders the OpenAPI document and tries a call', async () => {
+  const page = await tab();
+  await signIn(page, WRITER, '/console/api');
+  await view(page, 'API reference');
+  await accessible(page, 'reference');
+  const op = page.locator('details', { has: page.locator('summary code', { hasText: /^\/v1\/subjects$/ }) }).filter({ has: page.locator('summary .method', { hasText: 'GET' }) });
+  await op.locator('summary').click();
+  await op.getByRole('cell', { name: 'filter[module]' }).waitFor();
+  await op.getByLabel('Query string').fill('filter[module]=null');
+  await op.getByRole('button', { name: 'Send' }).click();
+  await op.getByText('200 OK').waitFor();
+  const body = await op.getByRole('region', { name: 'Response body' }).textContent();
+  assert.ok(JSON.parse(body).data.every((s) => s.relationships.module.data === null));
+  await accessible(page, 'reference, opened');
+  await page.context().close();
+});
+
+test('keyboard alone: sign in, open a module, create one', async () => {
+  const page = await tab();
+  await page.goto(`${base}/`);
+  await view(page, 'Sign in');
+  const tabTo = async (name) => {
+    for (let i = 0; i < 40; i += 1) {
+      await page.keyboard.press('Tab');
+      const focused = await page.evaluate(() => {
+        const e = document.activeElement;
+        return e ? (e.labels?.[0]?.textContent ?? e.textContent ?? '').trim() : '';
+      });
+      if (focused.startsWith(name)) return;
+    }
+    throw new Error(`Tab never reached ${name}`);
+  };
+  await tabTo('Token');
+  await page.keyboard.type(WRITER);
+  await page.keyboard.press('Enter');
+  await view(page, 'Modules');
+  await tabTo('New module');
+  await page.keyboard.press('Enter');
+  await view(page, 'New module');
+  await tabTo('Title');
+  await page.keyboard.type('Typed by keyboard');
+  await page.keyboard.press('Enter');
+  await view(page, 'Typed by keyboard');
+  await page.context().close();
+});
+
+test('readable at 360 px wide', async () => {
+  const page = await tab({ viewport: { width: 360, height: 740 } });
+  await signIn(page, WRITER);
+  for (const path of ['/console/modules', `/console/modules/${moduleId}`, `/console/subjects/${subjectId}`, `/console/subjects/${subjectId}/edit`, `/console/subjects/${subjectId}/history`, '/console/search?q=pigment', '/console/api']) {
+    await page.goto(`${base}${path}`);
+    await page.getByRole('heading', { level: 1 }).waitFor();
+    await page.waitForFunction(() => !document.getElementById('main').hasAttribute('aria-busy'));
+    const wide = await page.evaluate(() => document.documentElement.scrollWidth);
+    assert.ok(wide <= 360, `${path} is ${wide} px wide at 360`);
+    await accessible(page, `${path} at 360 px`);
+  }
+  await page.context().close();
+});
+
+test('in the browser’s language: French', async () => {
+  const page = await tab({ locale: 'fr-FR' });
+  await page.goto(`${base}/`);
+  await view(page, 'Connexion');
+  await page.getByLabel('Jeton').fill(WRITER);
+  await page.getByRole('button', { name: 'Se connecter' }).click();
+  await view(page, 'Modules');
+  await page.getByRole('link', { name: 'Matières sans module' }).waitFor();
+  assert.equal(await page.evaluate(() => document.documentElement.lang), 'fr');
+  await accessible(page, 'French');
+  await page.context().close();
+});
+
+test('every string has its translation', async () => {
+  const { STRINGS } = await import('../../console/js/strings.js');
+  const english = Object.keys(STRINGS.en).sort();
+  for (const [language, strings] of Object.entries(STRINGS)) {
+    assert.deepEqual(Object.keys(strings).sort(), english, `${language} lacks or adds strings`);
+  }
+});
+
+test('nothing was asked of another host, and no page failed', () => {
+  assert.ok(requested.length > 50, `only ${requested.length} requests seen`);
+  // The content's image was named, and refused by the page's policy before any connection.
+  const foreign = requested.filter((u) => !u.startsWith(base) && !u.startsWith('data:') && u !== 'about:srcdoc' && u !== 'about:blank');
+  assert.deepEqual(foreign.map((u) => [u, failed.get(u)]).filter(([, why]) => why !== 'csp' && why !== 'net::ERR_BLOCKED_BY_CSP'), []);
+  assert.deepEqual(pageErrors, []);
+});
