@@ -4,7 +4,9 @@
 //
 // Runs against the debug binary that `cargo build` (or `cargo test`) made, or $COURSED_BIN;
 // Chromium is /usr/bin/chromium or $COURSED_TEST_CHROMIUM. Without Chromium the run fails
-// (it is never skipped): `.ci/run` installs it.
+// (it is never skipped): `.ci/run` installs it. The catalogue is a fresh SQLite file, or, with
+// COURSED_TEST_ENGINE=postgres, a database on a throwaway PostgreSQL cluster that the run
+// starts and removes itself (bench/pg.py, from Debian's server binaries).
 
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
@@ -23,6 +25,9 @@ const BIN = process.env.COURSED_BIN ?? join(root, 'target', 'debug', 'coursed');
 const CHROMIUM = process.env.COURSED_TEST_CHROMIUM ?? '/usr/bin/chromium';
 const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const WRITER = 'console-writer-token';
+const ENGINE = process.env.COURSED_TEST_ENGINE ?? 'sqlite';
+/** Where the throwaway PostgreSQL cluster lives (a folder its server's user can reach). */
+const PG_ROOT = join('/tmp', `coursed-console-pg-${process.pid}`);
 
 let dir;
 let server;
@@ -60,7 +65,10 @@ before(async () => {
   assert.ok(existsSync(BIN), `no coursed binary at ${BIN}: run cargo build first`);
   assert.ok(existsSync(CHROMIUM), `no Chromium at ${CHROMIUM}: apt-get install chromium`);
   dir = mkdtempSync(join(tmpdir(), 'coursed-console-'));
-  const database = join(dir, 'console.db');
+  assert.ok(ENGINE === 'sqlite' || ENGINE === 'postgres', `COURSED_TEST_ENGINE=${ENGINE}: sqlite or postgres`);
+  const database = ENGINE === 'postgres'
+    ? execFileSync('python3', [join(root, 'bench', 'pg.py'), 'start', PG_ROOT], { encoding: 'utf8' }).trim()
+    : join(dir, 'console.db');
   reader = execFileSync(BIN, ['token', 'create', '--database', database, '--name', 'reader', '--scope', 'read'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   server = await start(['--database', database, '--token', WRITER]);
   base = server.origin;
@@ -73,6 +81,8 @@ before(async () => {
 after(async () => {
   await browser?.close();
   server?.child.kill('SIGTERM');
+  if (server) await new Promise((resolve) => (server.child.exitCode === null ? server.child.on('exit', resolve) : resolve()));
+  if (ENGINE === 'postgres') execFileSync('python3', [join(root, 'bench', 'pg.py'), 'stop', PG_ROOT]);
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -225,6 +235,7 @@ test('create a module, a subject in it and a chapter; content runs no script', a
   await page.getByRole('link', { name: moduleTitle }).waitFor();
   await page.getByRole('link', { name: 'New chapter' }).click();
   await view(page, 'New chapter');
+  await accessible(page, 'new chapter');
   await page.getByLabel('Title').fill('Absorption spectrum');
   await page.getByLabel('Position').fill('2');
   await page.getByRole('button', { name: 'Create' }).click();
@@ -388,6 +399,7 @@ test('delete a chapter, and bring it back from its history', async () => {
   assert.equal((await api('GET', `/chapters/${chapterId}`)).status, 404);
   await page.goto(`${base}/console/chapters/${chapterId}`);
   await view(page, 'Not found');
+  await accessible(page, 'not found');
   await page.goto(`${base}/console/chapters/${chapterId}/history`);
   await view(page, 'History of “Absorption spectrum”');
   await page.getByText('It has been deleted.').waitFor();
