@@ -46,12 +46,13 @@ export function onUnauthorized(f) {
 }
 
 /** Calls the API: `path` under `/v1` (with its query), `body` an object sent as JSON:API,
- * `ifMatch` the tag the change is based on. Resolves to `{status, doc, etag}`; rejects with
- * an ApiError for a status other than 2xx (a network failure is status 0). */
-export async function call(method, path, { body, ifMatch, token, signal } = {}) {
+ * `ifMatch` the tag the change is based on (`ifNoneMatch: '*'`: only if the target is gone).
+ * Resolves to `{status, doc, etag}`; rejects with an ApiError for a status other than 2xx (a network failure is status 0). */
+export async function call(method, path, { body, ifMatch, ifNoneMatch, token, signal } = {}) {
   const headers = { Accept: MEDIA, Authorization: `Bearer ${token ?? session.token() ?? ''}` };
   if (body !== undefined) headers['Content-Type'] = MEDIA;
   if (ifMatch) headers['If-Match'] = ifMatch;
+  if (ifNoneMatch) headers['If-None-Match'] = ifNoneMatch;
   let res;
   try {
     res = await fetch(`/v1${path}`, {

@@ -45,7 +45,7 @@ const encoder = new TextEncoder();
 function problem(rule, value) {
   if (rule.kind === 'integer') {
     if (value === '') return t('rule.required');
-    if (!/^-?\d+$/.test(value)) return t('rule.integer');
+    if (!/^-?\d+$/.test(value) || !Number.isSafeInteger(Number(value))) return t('rule.integer');
     if (rule.minimum !== undefined && Number(value) < rule.minimum) return t('rule.minimum', { n: rule.minimum });
     return null;
   }
@@ -55,6 +55,19 @@ function problem(rule, value) {
   if (rule.maxLength !== undefined && length > rule.maxLength) return t('rule.maxLength', { n: rule.maxLength, length });
   if (rule.maxBytes !== undefined && encoder.encode(value).length > rule.maxBytes) return t('rule.maxBytes', { n: Math.round(rule.maxBytes / 1024) });
   return null;
+}
+
+/** A value as its control holds it: a text area keeps line breaks as LF only, a one-line box
+ * none. Values are compared in this form, so that what the browser rewrote by itself (a CRLF
+ * from another client) is neither sent back as a change nor taken for the user's. */
+function normal(rule, value) {
+  if (typeof value !== 'string') return value ?? null;
+  return LONG.has(rule.name) ? value.replace(/\r\n?/g, '\n') : value.replace(/[\r\n]/g, '');
+}
+
+/** Whether two values of `rule`'s field are the same once as their control would hold them. */
+function sameValue(rule, a, b) {
+  return same(normal(rule, a), normal(rule, b));
 }
 
 /** A field's value as the API takes it. */
@@ -128,6 +141,8 @@ function parentPicker(parent, current, onChange) {
   const findId = `${id}-find`;
   const errorId = `${id}-error`;
   const error = h('p', { id: errorId, class: 'field-error' });
+  // How many the box found, said to screen readers as the list changes.
+  const found = h('p', { class: 'help', 'aria-live': 'polite' });
   const select = h('select', { id, name: parent.name, 'aria-describedby': errorId, required: !parent.nullable });
   const find = h('input', { id: findId, type: 'search', autocomplete: 'off', maxlength: 200 });
   let chosen = current;
@@ -140,12 +155,17 @@ function parentPicker(parent, current, onChange) {
     select.replaceChildren(...options);
     select.value = chosen?.id ?? '';
   };
+  let asked = 0;
   const load = async (words) => {
+    const mine = ++asked;
     const params = words ? { 'filter[search]': words, 'page[size]': 50 } : { sort: 'title', 'page[size]': 100 };
     try {
       const { doc } = await call('GET', `/${parent.type}${query({ ...params, [`fields[${parent.type}]`]: 'title' })}`);
+      // An answer to a box's older words is not shown over a newer one.
+      if (mine !== asked) return;
       fill(doc.data);
       error.textContent = words && !doc.data.length ? t('find.nothing') : '';
+      found.textContent = words ? t('find.found', { n: doc.data.length }) : '';
     } catch (e) {
       error.textContent = e.message;
     }
@@ -170,6 +190,7 @@ function parentPicker(parent, current, onChange) {
     h('legend', null, t(`field.${parent.name}`)),
     h('label', { for: findId }, t(`find.${parent.name}`)),
     find,
+    found,
     h('label', { for: id }, t(`choose.${parent.name}`)),
     select,
     error,
@@ -248,7 +269,7 @@ function showErrors(f, e) {
     const pointer = error.source?.pointer ?? '';
     const name = pointer.match(/^\/data\/(?:attributes|relationships)\/([^/]+)/)?.[1];
     const target = f.fields.find((x) => x.rule.name === name) ?? (f.picker && name === f.picker.control.name ? f.picker : null);
-    const text = error.detail ?? error.title ?? e.message;
+    const text = e.status === 401 ? t('error.unauthorized') : error.detail ?? error.title ?? e.message;
     if (target) {
       target.error.textContent = text;
       target.control.setAttribute('aria-invalid', 'true');
@@ -311,16 +332,29 @@ export async function update(ctx, type, id) {
   const f = await form(type, resource.attributes, parent, () => { dirty = true; });
   ctx.setUnsaved(() => dirty);
   // What the edit started from: what counts as a change, and what a conflict is against.
-  let base = snapshot(type, resource, parent);
+  let base = snapshot(resource, parent);
   const { save, bar } = buttons(href(type, id), t('save'));
   const conflictArea = h('div');
-  const el = h('form', { class: 'edit', novalidate: true }, conflictArea, f.parts, bar);
+  // The fields, locked while a conflict waits for the user's choice (what they would type
+  // then would be replaced by the choice).
+  const fieldsBox = h('div', null, f.parts);
+  const heading = h('h1', null, t('edit.title', { title: resource.attributes.title }));
+  const el = h('form', { class: 'edit', novalidate: true }, conflictArea, fieldsBox, bar);
   el.addEventListener('submit', async (event) => {
     event.preventDefault();
-    if (!checkAll(f)) return;
+    if (fieldsBox.inert || !checkAll(f)) return;
+    if (!etag) {
+      // Without the tag it was read with, a save could overwrite unseen: never sent.
+      f.summary.replaceChildren(t('form.untagged'));
+      f.summary.focus();
+      return;
+    }
     const mine = collect(type, f);
     const data = { type, id: resource.id, attributes: {} };
-    for (const [name, value] of Object.entries(mine.attributes)) if (!same(value, base.attributes[name])) data.attributes[name] = value;
+    for (const field of f.fields) {
+      const name = field.rule.name;
+      if (!sameValue(field.rule, mine.attributes[name], base.attributes[name])) data.attributes[name] = mine.attributes[name];
+    }
     if (relation && !same(mine.relationships[relation.name].data?.id ?? null, base.parent)) data.relationships = { [relation.name]: mine.relationships[relation.name] };
     if (!Object.keys(data.attributes).length && !data.relationships) {
       ctx.setUnsaved(null);
@@ -349,26 +383,30 @@ export async function update(ctx, type, id) {
         f.summary.focus();
         return;
       }
+      fieldsBox.inert = true;
+      save.disabled = true;
       conflictArea.replaceChildren(conflict(type, f, base, mine, theirs, (chosen) => {
         // The choice becomes the form, based on their version: saving sends it with their tag.
         resource = theirs.resource;
         etag = theirs.etag;
-        base = snapshot(type, theirs.resource, theirs.parent);
+        base = snapshot(theirs.resource, theirs.parent);
         for (const field of f.fields) field.set(toControl(field.rule, chosen.attributes[field.rule.name]));
         if (f.picker) f.picker.set(chosen.parent);
+        fieldsBox.inert = false;
+        save.disabled = false;
+        heading.textContent = t('edit.title', { title: resource.attributes.title });
         conflictArea.replaceChildren(h('p', { class: 'flash', tabindex: '-1' }, t('conflict.applied')));
         conflictArea.firstChild.focus();
       }));
       conflictArea.querySelector('h2').focus();
     }
   });
-  const title = t('edit.title', { title: resource.attributes.title });
-  return { title, body: [h('h1', null, title), el] };
+  return { title: heading.textContent, body: [heading, el] };
 }
 
 /** The members an edit compares: attributes as the API has them, and the parent's id. */
-function snapshot(type, resource, parent) {
-  return { attributes: { ...resource.attributes }, parent: parent?.id ?? null, parentResource: parent };
+function snapshot(resource, parent) {
+  return { attributes: { ...resource.attributes }, parent: parent?.id ?? null };
 }
 
 function same(a, b) {
@@ -376,34 +414,36 @@ function same(a, b) {
 }
 
 /** The conflict: for each field someone else changed, their value beside the user's, and a
- * choice (the user's value is kept where only they changed it, theirs where only they did). */
+ * choice (the user's value is kept where only they changed it, theirs where only they did).
+ * Values are compared as the form's controls hold them (see `normal`). */
 function conflict(type, f, base, mine, theirs, apply) {
   const relation = parentOf(type);
   const rows = [];
   const chosen = { attributes: { ...mine.attributes }, parent: null };
   const theirAttributes = theirs.resource.attributes;
   for (const field of f.fields) {
-    const name = field.rule.name;
-    if (same(theirAttributes[name], base.attributes[name])) continue;
-    if (same(theirAttributes[name], mine.attributes[name])) {
+    const { rule } = field;
+    const name = rule.name;
+    const theirsChanged = !sameValue(rule, theirAttributes[name], base.attributes[name]);
+    const mineChanged = !sameValue(rule, mine.attributes[name], base.attributes[name]);
+    if (!theirsChanged) continue;
+    if (!mineChanged || sameValue(rule, theirAttributes[name], mine.attributes[name])) {
       chosen.attributes[name] = theirAttributes[name];
       continue;
     }
-    const mineChanged = !same(mine.attributes[name], base.attributes[name]);
-    rows.push({ name, label: t(`field.${name}`), theirs: theirAttributes[name], mine: mine.attributes[name], keepMine: mineChanged, set: (v) => { chosen.attributes[name] = v; } });
-    if (!mineChanged) chosen.attributes[name] = theirAttributes[name];
+    rows.push({ label: t(`field.${name}`), theirs: theirAttributes[name], mine: mine.attributes[name], set: (which) => { chosen.attributes[name] = which === 'mine' ? mine.attributes[name] : theirAttributes[name]; } });
   }
-  const myParentId = relation ? mine.relationships[relation.name].data?.id ?? null : null;
-  const theirParent = theirs.parent;
-  chosen.parent = myParentId ? { id: myParentId, type: relation.type, attributes: { title: f.picker.control.selectedOptions[0]?.textContent } } : null;
-  if (relation && !same(theirParent?.id ?? null, base.parent) && !same(theirParent?.id ?? null, myParentId)) {
+  if (relation) {
+    const myParentId = mine.relationships[relation.name].data?.id ?? null;
+    const theirParent = theirs.parent;
+    const myParent = myParentId ? { id: myParentId, type: relation.type, attributes: { title: f.picker.control.selectedOptions[0]?.textContent } } : null;
+    const theirsChanged = !same(theirParent?.id ?? null, base.parent);
     const mineChanged = !same(myParentId, base.parent);
-    const title = (r) => (r ? r.attributes?.title ?? r.id : t('module.none'));
-    const myParent = chosen.parent;
-    rows.push({ name: relation.name, label: t(`field.${relation.name}`), theirs: title(theirParent), mine: title(myParent), keepMine: mineChanged, set: (v) => { chosen.parent = v === 'mine' ? myParent : theirParent; }, parent: true });
-    if (!mineChanged) chosen.parent = theirParent;
-  } else if (relation && !same(theirParent?.id ?? null, base.parent)) {
-    chosen.parent = theirParent;
+    chosen.parent = theirsChanged && !mineChanged ? theirParent : myParent;
+    if (theirsChanged && mineChanged && !same(theirParent?.id ?? null, myParentId)) {
+      const title = (r) => (r ? r.attributes?.title ?? r.id : t('module.none'));
+      rows.push({ label: t(`field.${relation.name}`), theirs: title(theirParent), mine: title(myParent), set: (which) => { chosen.parent = which === 'mine' ? myParent : theirParent; } });
+    }
   }
   const heading = uid('conflict');
   const section = h('section', { class: 'conflict', 'aria-labelledby': heading },
@@ -413,19 +453,19 @@ function conflict(type, f, base, mine, theirs, apply) {
   for (const row of rows) {
     const group = uid('choice');
     const show = (v) => (typeof v === 'string' ? v : v === null || v === undefined ? t('none') : String(v));
-    const radio = (which, label, value) => {
-      const id = `${group}-${which}`;
-      const input = h('input', { type: 'radio', id, name: group, value: which, checked: row.keepMine === (which === 'mine') });
-      input.addEventListener('change', () => row.set(row.parent ? which : value));
-      return h('div', { class: 'choice' }, input, h('label', { for: id }, label));
+    const radio = (which, label) => {
+      const radioId = `${group}-${which}`;
+      const input = h('input', { type: 'radio', id: radioId, name: group, value: which, checked: which === 'mine' });
+      input.addEventListener('change', () => row.set(which));
+      return h('div', { class: 'choice' }, input, h('label', { for: radioId }, label));
     };
     section.append(
       h('fieldset', { class: 'versions' },
         h('legend', null, row.label),
         h('div', { class: 'side' }, h('h3', null, t('conflict.theirs')), h('div', { class: 'value' }, show(row.theirs))),
         h('div', { class: 'side' }, h('h3', null, t('conflict.mine')), h('div', { class: 'value' }, show(row.mine))),
-        radio('theirs', t('conflict.takeTheirs'), row.theirs),
-        radio('mine', t('conflict.keepMine'), row.mine)),
+        radio('theirs', t('conflict.takeTheirs')),
+        radio('mine', t('conflict.keepMine'))),
     );
   }
   const use = h('button', { type: 'button' }, t('conflict.apply'));

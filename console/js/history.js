@@ -56,7 +56,9 @@ function entry(ctx, type, id, revision, etag) {
     button.addEventListener('click', async () => {
       button.disabled = true;
       try {
-        await call('POST', `/revisions/${encodeURIComponent(revision.id)}/restore`, { ifMatch: etag ?? undefined });
+        // Based on what the page showed: the resource's tag, or, when it was deleted, only
+        // while it still is (never over what someone brought back meanwhile).
+        await call('POST', `/revisions/${encodeURIComponent(revision.id)}/restore`, etag ? { ifMatch: etag } : { ifNoneMatch: '*' });
         ctx.flash(t('restored', { n: a.number }));
         ctx.navigate(href(type, id));
       } catch (e) {
@@ -93,26 +95,23 @@ function value(v) {
 }
 
 /** Two texts as one, words removed in `del` and words added in `ins` (a longest common
- * subsequence of words, after the common start and end are set aside). */
+ * subsequence of words and spaces, after the common start and end are set aside); in each
+ * change, what was removed comes before what was added, and the spaces between changed words
+ * belong to the change. */
 export function diff(before, after) {
-  // Each word with the space after it: a change reads as whole words, not split by the
-  // spaces the two texts share.
-  const a = before.match(/^\s+|\S+\s*/g) ?? [];
-  const b = after.match(/^\s+|\S+\s*/g) ?? [];
+  const a = before.match(/\s+|\S+/g) ?? [];
+  const b = after.match(/\s+|\S+/g) ?? [];
   let start = 0;
   while (start < a.length && start < b.length && a[start] === b[start]) start += 1;
   let end = 0;
   while (end < a.length - start && end < b.length - start && a[a.length - 1 - end] === b[b.length - 1 - end]) end += 1;
   const x = a.slice(start, a.length - end);
   const y = b.slice(start, b.length - end);
-  const out = [];
-  const keep = (words) => words.length && out.push(words.join(''));
-  const removed = (words) => words.length && out.push(h('del', null, h('span', { class: 'visually-hidden' }, t('diff.removed')), words.join('')));
-  const added = (words) => words.length && out.push(h('ins', null, h('span', { class: 'visually-hidden' }, t('diff.added')), words.join('')));
-  keep(a.slice(0, start));
+  // The edit, as steps: ['same', word], ['del', word], ['ins', word].
+  const steps = [];
   if (x.length * y.length > MOST_COMPARED) {
-    removed(x);
-    added(y);
+    for (const w of x) steps.push(['del', w]);
+    for (const w of y) steps.push(['ins', w]);
   } else {
     // lengths[i][j]: the longest common subsequence of x[i..] and y[j..].
     const lengths = Array.from({ length: x.length + 1 }, () => new Uint32Array(y.length + 1));
@@ -123,30 +122,40 @@ export function diff(before, after) {
     }
     let i = 0;
     let j = 0;
-    let run = { kind: null, words: [] };
-    const push = (kind, word) => {
-      if (run.kind !== kind) {
-        flush();
-        run = { kind, words: [] };
-      }
-      run.words.push(word);
-    };
-    const flush = () => (run.kind === 'same' ? keep : run.kind === 'del' ? removed : added)(run.words);
     while (i < x.length || j < y.length) {
       if (i < x.length && j < y.length && x[i] === y[j]) {
-        push('same', x[i]);
+        steps.push(['same', x[i]]);
         i += 1;
         j += 1;
-      } else if (j < y.length && (i === x.length || lengths[i][j + 1] >= lengths[i + 1][j])) {
-        push('ins', y[j]);
-        j += 1;
+      } else if (i < x.length && (j === y.length || lengths[i + 1][j] >= lengths[i][j + 1])) {
+        steps.push(['del', x[i]]);
+        i += 1;
       } else {
-        push('del', x[i]);
-        i += 1;
+        steps.push(['ins', y[j]]);
+        j += 1;
       }
     }
-    if (run.kind) flush();
   }
-  keep(a.slice(a.length - end));
-  return h('span', { class: 'diff' }, out);
+  const out = [a.slice(0, start).join('')];
+  let removed = '';
+  let added = '';
+  const flush = () => {
+    if (removed) out.push(h('del', null, h('span', { class: 'visually-hidden' }, t('diff.removed')), removed));
+    if (added) out.push(h('ins', null, h('span', { class: 'visually-hidden' }, t('diff.added')), added));
+    removed = '';
+    added = '';
+  };
+  for (let k = 0; k < steps.length; k += 1) {
+    const [kind, word] = steps[k];
+    const between = kind === 'same' && !word.trim() && (removed || added) && steps[k + 1] && steps[k + 1][0] !== 'same';
+    if (kind === 'del' || between) removed += word;
+    if (kind === 'ins' || between) added += word;
+    if (kind === 'same' && !between) {
+      flush();
+      out.push(word);
+    }
+  }
+  flush();
+  out.push(a.slice(a.length - end).join(''));
+  return h('span', { class: 'diff' }, out.filter((part) => part !== ''));
 }

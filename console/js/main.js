@@ -89,9 +89,10 @@ function show(mine, { title, body }) {
   if (mine !== rendering) return;
   const main = document.getElementById('main');
   main.removeAttribute('aria-busy');
-  const said = flashed;
+  const flash = flashed ? h('p', { class: 'flash' }, flashed) : null;
   flashed = null;
-  replace(main, said ? h('p', { class: 'flash' }, said) : null, body);
+  const said = flash?.textContent;
+  replace(main, flash, body);
   document.title = `${title} · coursed`;
   // Screen readers and keyboards start at the new view's heading.
   const heading = main.querySelector('h1');
@@ -112,11 +113,14 @@ export function failure(e) {
     return { title: t('error.title'), body: [h('h1', null, t('error.title')), h('p', { role: 'alert' }, String(e?.message ?? e))] };
   }
   const title = e.status === 404 ? t('notfound.title') : t('error.title');
+  // A resource's page that finds nothing: it may have been deleted, and its history keeps it.
+  const resource = window.location.pathname.match(/^\/console\/(modules|subjects|chapters)\/([^/]+)$/);
   return {
     title,
     body: [
       h('h1', null, title),
       h('p', { role: 'alert' }, e.status === 404 ? t('notfound.text') : e.message),
+      resource && e.status === 404 ? h('p', null, h('a', { href: `${resource[0]}/history` }, t('notfound.history'))) : null,
       h('p', null, h('a', { href: '/console/modules' }, t('nav.modules'))),
     ],
   };
@@ -204,8 +208,7 @@ function signInView(next) {
     try {
       const caller = await whoami(token);
       session.signIn(token, caller ?? { name: '?', scope: 'read', writes: false });
-      const target = next && next.startsWith('/') && !next.startsWith('//') ? next : '/console/modules';
-      navigate(target, { replace: true });
+      navigate(ownView(next) ?? '/console/modules', { replace: true });
     } catch (e) {
       error.textContent = e instanceof ApiError && e.status === 401 ? t('signin.refused') : e.message;
       input.setAttribute('aria-invalid', 'true');
@@ -215,6 +218,51 @@ function signInView(next) {
     }
   });
   return { title: t('signin.title'), body: [h('h1', null, t('signin.title')), h('p', null, t('signin.intro')), form] };
+}
+
+/** `next` as a path of the console's own views on this origin, or null. */
+function ownView(next) {
+  try {
+    const url = new URL(next ?? '', window.location.origin);
+    const ours = url.origin === window.location.origin && (url.pathname === '/' || url.pathname.startsWith('/console/'));
+    return next && ours && !url.pathname.startsWith(SIGN_IN) ? url.pathname + url.search : null;
+  } catch {
+    return null;
+  }
+}
+
+/** When the token is refused in the middle of an edit: a dialog to sign in again, so that the
+ * form and what it holds stay, and the user saves again once signed in. */
+function renew() {
+  if (document.getElementById('renew')) return;
+  const input = h('input', { id: 'renew-token', type: 'password', autocomplete: 'off', spellcheck: 'false', required: true, 'aria-describedby': 'renew-error' });
+  const error = h('p', { id: 'renew-error', class: 'field-error', role: 'alert' });
+  const cancel = h('button', { type: 'button', class: 'secondary' }, t('cancel'));
+  const form = h('form', { novalidate: true },
+    h('h2', { id: 'renew-title' }, t('renew.title')),
+    h('p', null, t('renew.text')),
+    h('div', { class: 'field' }, h('label', { for: 'renew-token' }, t('signin.token')), input, error),
+    h('p', { class: 'actions' }, h('button', { type: 'submit' }, t('signin.button')), ' ', cancel));
+  const dialog = h('dialog', { id: 'renew', 'aria-labelledby': 'renew-title' }, form);
+  const close = () => {
+    dialog.close();
+    dialog.remove();
+  };
+  cancel.addEventListener('click', close);
+  form.addEventListener('submit', async (event) => {
+    event.preventDefault();
+    try {
+      const caller = await whoami(input.value.trim());
+      session.signIn(input.value.trim(), caller);
+      close();
+      announce(t('renew.done'));
+    } catch (e) {
+      error.textContent = e instanceof ApiError && e.status === 401 ? t('signin.refused') : e.message;
+      input.focus();
+    }
+  });
+  document.body.append(dialog);
+  dialog.showModal();
 }
 
 /** Links to the console's own views move within the page; any other link is left alone. */
@@ -239,7 +287,10 @@ function start() {
   onUnauthorized(() => {
     // A form with changes stays, its error said in it: what was typed is not lost, and the
     // token can be renewed in another tab before saving again.
-    if (unsaved?.()) return;
+    if (unsaved?.()) {
+      renew();
+      return;
+    }
     session.signOut();
     navigate(`${SIGN_IN}?next=${encodeURIComponent(window.location.pathname + window.location.search)}`, { replace: true });
   });

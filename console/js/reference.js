@@ -63,7 +63,10 @@ function operation(ctx, doc, { path, method, op, shared }) {
       const ref = r.$ref ?? schema?.$ref;
       return [h('dt', null, h('code', null, status)), h('dd', null, response.description ?? '', schema && Number(status) < 300 ? schemaView(doc, schema, 0) : ref ? h('span', { class: 'ref' }, ` (${ref.split('/').pop()})`) : null)];
     })));
-    if (ctx.writes || method === 'get') parts.push(tryIt(path, method, params, Boolean(request)));
+    // A stream never ends: it is not tried here (a reply would never be shown).
+    const streams = Object.values(op.responses ?? {}).some((r) => resolve(doc, r).content?.['text/event-stream']);
+    const mediaType = Object.keys(resolve(doc, op.requestBody ?? {}).content ?? {})[0] ?? MEDIA;
+    if ((ctx.writes || method === 'get') && !streams) parts.push(tryIt(path, method, params, Boolean(request), mediaType));
     details.append(h('div', { class: 'operation-body' }, parts));
   });
   return details;
@@ -81,14 +84,29 @@ function firstSchema(body) {
   return (content[MEDIA] ?? content['application/json'] ?? Object.values(content)[0])?.schema ?? null;
 }
 
+/** A schema with its `allOf` parts merged into one (members and required ones together). */
+function merged(doc, schema) {
+  const s = resolve(doc, schema);
+  if (!s.allOf) return s;
+  const out = { ...s, properties: { ...(s.properties ?? {}) }, required: [...(s.required ?? [])] };
+  delete out.allOf;
+  for (const part of s.allOf.map((p) => merged(doc, p))) {
+    Object.assign(out.properties, part.properties ?? {});
+    out.required.push(...(part.required ?? []));
+    out.type ??= part.type;
+    out.description ??= part.description;
+  }
+  return out;
+}
+
 /** A schema's type in a few words. */
 function typeName(doc, schema) {
   if (schema.$ref) return schema.$ref.split('/').pop();
-  const s = resolve(doc, schema);
+  const s = merged(doc, schema);
   if (s.const !== undefined) return JSON.stringify(s.const);
   if (s.enum) return s.enum.map((v) => JSON.stringify(v)).join(' | ');
   if (s.oneOf || s.anyOf) return (s.oneOf ?? s.anyOf).map((x) => typeName(doc, x)).join(' | ');
-  const type = [s.type ?? 'any'].flat().join(' | ');
+  const type = [s.type ?? (s.properties ? 'object' : 'any')].flat().join(' | ');
   if (type === 'array' && s.items) return `${typeName(doc, s.items)}[]`;
   const limits = [s.format, s.pattern ? `/${s.pattern}/` : null, s.minimum !== undefined ? `≥ ${s.minimum}` : null, s.maxLength !== undefined ? `≤ ${s.maxLength} chars` : null].filter(Boolean);
   return limits.length ? `${type} (${limits.join(', ')})` : type;
@@ -96,25 +114,26 @@ function typeName(doc, schema) {
 
 /** A schema as nested lists of its members, `DEPTH` levels deep. */
 function schemaView(doc, schema, depth) {
-  const s = resolve(doc, schema);
+  const s = merged(doc, schema);
   const name = schema.$ref ? h('span', { class: 'ref' }, schema.$ref.split('/').pop(), ': ') : null;
   const alternatives = s.oneOf ?? s.anyOf;
   if (alternatives && depth < DEPTH) {
     return h('div', { class: 'schema' }, name, t('api.oneOf'), h('ul', null, alternatives.map((x) => h('li', null, schemaView(doc, x, depth + 1)))));
   }
-  const props = s.properties ?? (s.type === 'array' ? resolve(doc, s.items).properties : null);
+  const items = s.type === 'array' && s.items ? merged(doc, s.items) : null;
+  const props = s.properties ?? items?.properties;
   if (!props || depth >= DEPTH) return h('span', { class: 'schema' }, name, typeName(doc, schema));
-  const required = new Set(s.required ?? (s.type === 'array' ? resolve(doc, s.items).required : []) ?? []);
+  const required = new Set(s.properties ? s.required ?? [] : items?.required ?? []);
   return h('div', { class: 'schema' }, name, s.type === 'array' ? t('api.arrayOf') : null, h('ul', null, Object.entries(props).map(([key, value]) => {
-    const v = resolve(doc, value);
+    const v = merged(doc, value);
     return h('li', null, h('code', null, key), required.has(key) ? ` (${t('api.required')})` : '', ': ',
-      v.properties || v.oneOf || v.anyOf ? schemaView(doc, value, depth + 1) : typeName(doc, value),
+      v.properties || v.oneOf || v.anyOf || (v.type === 'array' && merged(doc, v.items ?? {}).properties) ? schemaView(doc, value, depth + 1) : typeName(doc, value),
       v.description ? h('span', { class: 'help' }, ` — ${v.description}`) : null);
   })));
 }
 
 /** "Try it": the path's parameters, a query, a body; sent with the signed-in token. */
-function tryIt(path, method, params, hasBody) {
+function tryIt(path, method, params, hasBody, mediaType) {
   const id = uid('try');
   const pathParams = params.filter((p) => p.in === 'path');
   const inputs = pathParams.map((p) => {
@@ -127,7 +146,7 @@ function tryIt(path, method, params, hasBody) {
   const body = hasBody ? h('textarea', { id: bodyId, rows: 6, spellcheck: 'false' }) : null;
   if (body) body.value = '{"data": {}}';
   const ifMatchId = `${id}-ifmatch`;
-  const ifMatch = method === 'get' ? null : h('input', { id: ifMatchId, autocomplete: 'off' });
+  const ifMatch = method === 'get' ? null : h('input', { id: ifMatchId, autocomplete: 'off', placeholder: t('api.ifMatch') });
   const result = h('div', { class: 'result', 'aria-live': 'polite' });
   const send = h('button', { type: 'submit' }, t('api.send'));
   const form = h('form', { class: 'try', novalidate: true },
@@ -144,7 +163,7 @@ function tryIt(path, method, params, hasBody) {
     const q = query.value.trim().replace(/^\?/, '');
     if (q) url += `?${q}`;
     const headers = { Accept: path === '/openapi.json' ? 'application/json' : MEDIA, Authorization: `Bearer ${session.token()}` };
-    if (body) headers['Content-Type'] = MEDIA;
+    if (body) headers['Content-Type'] = mediaType;
     if (ifMatch?.value.trim()) headers['If-Match'] = ifMatch.value.trim();
     send.disabled = true;
     try {

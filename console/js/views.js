@@ -40,8 +40,10 @@ export function pager(doc, page, urlOf, label) {
   );
 }
 
-/** A list of resources, each a link with a line under it; or a sentence when there is none. */
-export function list(items, empty) {
+/** A list of resources, each a link with a line under it; or a sentence when there is none
+ * (or, past the last page of a list that has some, a link back to its first page). */
+export function list(items, empty, beyond) {
+  if (!items.length && beyond) return h('p', { class: 'empty' }, t('page.beyond'), ' ', h('a', { href: beyond }, t('page.first')));
   if (!items.length) return h('p', { class: 'empty' }, empty);
   return h('ul', { class: 'cards' }, items.map(({ link, title, detail }) => h('li', null, h('a', { href: link }, title), detail ? h('div', { class: 'detail' }, detail) : null)));
 }
@@ -55,12 +57,14 @@ function action(link, label) {
 export async function modules(ctx) {
   const page = pageNumber(ctx.params);
   const { doc } = await call('GET', `/modules${query({ sort: 'title', 'page[number]': page, 'page[size]': PAGE, 'fields[modules]': 'title,updated_at' })}`);
-  const counts = await Promise.all(doc.data.map((m) => subjectCount(m.id)));
-  const items = doc.data.map((m, i) => ({
-    link: href('modules', m.id),
-    title: m.attributes.title,
-    detail: [counts[i] === null ? '' : t('count.subjects', { n: counts[i] }), ' · ', t('updated'), ' ', time(m.attributes.updated_at)],
-  }));
+  // The list is shown at once; each module's count of subjects follows as it arrives.
+  const items = doc.data.map((m) => {
+    const count = h('span', { class: 'subject-count' });
+    subjectCount(m.id).then((n) => {
+      if (n !== null) count.textContent = `${t('count.subjects', { n })} · `;
+    });
+    return { link: href('modules', m.id), title: m.attributes.title, detail: [count, t('updated'), ' ', time(m.attributes.updated_at)] };
+  });
   const title = t('modules.title');
   return {
     title,
@@ -68,7 +72,7 @@ export async function modules(ctx) {
       h('h1', null, title),
       ctx.writes ? h('p', { class: 'actions' }, action('/console/modules/new', t('modules.new'))) : null,
       h('p', { class: 'total' }, t('count.modules', { n: doc.meta?.page?.total ?? doc.data.length })),
-      list(items, t('modules.none')),
+      list(items, t('modules.none'), page > 1 && '/console/modules'),
       pager(doc, page, (n) => `/console/modules?page=${n}`, t('page.label', { what: title })),
     ],
   };
@@ -98,6 +102,7 @@ export async function unfiled(ctx) {
       list(
         doc.data.map((s) => ({ link: href('subjects', s.id), title: s.attributes.title, detail: [t('updated'), ' ', time(s.attributes.updated_at)] })),
         t('unfiled.none'),
+        page > 1 && '/console/subjects',
       ),
       pager(doc, page, (n) => `/console/subjects?page=${n}`, t('page.label', { what: title })),
     ],
@@ -185,6 +190,7 @@ async function children(ctx, type, id) {
         detail: child === 'chapters' ? t('field.position.n', { n: r.attributes.position }) : [t('updated'), ' ', time(r.attributes.updated_at)],
       })),
       t(`${child}.none`),
+      page > 1 && href(type, id),
     ),
     pager(doc, page, (n) => `${href(type, id)}?page=${n}`, t('page.label', { what: title })),
   );
@@ -211,10 +217,15 @@ function deletion(ctx, type, resource, etag, parent) {
       ask.focus();
     });
     confirm.addEventListener('click', async () => {
+      if (!etag) {
+        // Without the tag it was read with, a delete could remove a change unseen.
+        message.textContent = t('form.untagged');
+        return;
+      }
       confirm.disabled = true;
       try {
         await call('DELETE', `/${type}/${encodeURIComponent(resource.id)}`, { ifMatch: etag });
-        ctx.flash(t('deleted', { title: resource.attributes.title }));
+        ctx.flash([t('deleted', { title: resource.attributes.title }), ' ', h('a', { href: href(type, resource.id, '/history') }, t('deleted.history'))]);
         ctx.navigate(parent ? href(`${info.parent}s`, parent.id) : type === 'modules' ? '/console/modules' : '/console/subjects');
       } catch (e) {
         confirm.disabled = false;

@@ -120,7 +120,16 @@ impl Console {
         let mut assets = Vec::new();
         for s in SOURCES {
             if s.path == "index.html" {
-                let html = String::from_utf8_lossy(s.bytes).replace("{{assets}}", &format!("{ASSETS}{version}"));
+                // Every module is named up front, so that the browser fetches them all at once
+                // instead of learning of each from the one that imports it.
+                let preload: String = SOURCES
+                    .iter()
+                    .filter(|s| s.path.ends_with(".js"))
+                    .map(|s| format!("<link rel=\"modulepreload\" href=\"{{{{assets}}}}/{}\">\n", s.path))
+                    .collect();
+                let html = String::from_utf8_lossy(s.bytes)
+                    .replace("{{preload}}\n", &preload)
+                    .replace("{{assets}}", &format!("{ASSETS}{version}"));
                 page = Some(File::new(s.path, html.into_bytes(), &version));
             } else {
                 assets.push(File::new(s.path, s.bytes.to_vec(), &version));
@@ -187,10 +196,11 @@ pub async fn serve(method: Method, path: &str, headers: HeaderMap, compression: 
         return super::error_reply(&crate::error::Error::no_route());
     };
     let (body, tag) = file.body(coding);
+    // Weak comparison, as `If-None-Match` asks (RFC 9110 13.1.2): `W/` does not matter.
     let matched = headers
         .get(IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*"));
+        .is_some_and(|v| v.split(',').map(str::trim).any(|t| t == "*" || t.strip_prefix("W/").unwrap_or(t) == tag));
     let mut r = if matched {
         let mut r = Response::new(Default::default());
         *r.status_mut() = StatusCode::NOT_MODIFIED;
@@ -199,7 +209,9 @@ pub async fn serve(method: Method, path: &str, headers: HeaderMap, compression: 
         let mut r = Response::new(body.to_vec().into());
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(file.content_type));
         if let Some(c) = coding {
+            // Said here: the way out (see `web`) leaves an encoded response as it is.
             r.headers_mut().insert(CONTENT_ENCODING, HeaderValue::from_static(c.name()));
+            r.headers_mut().insert(VARY, HeaderValue::from_static("Accept-Encoding"));
         }
         r
     };
@@ -207,10 +219,8 @@ pub async fn serve(method: Method, path: &str, headers: HeaderMap, compression: 
     if let Ok(tag) = HeaderValue::from_str(&tag) {
         h.insert(ETAG, tag);
     }
+    // `Vary: Accept-Encoding` of what is not encoded is said on the way out (see `web`).
     h.insert(CACHE_CONTROL, HeaderValue::from_static(cache));
-    if compression {
-        h.insert(VARY, HeaderValue::from_static("Accept-Encoding"));
-    }
     h.insert("content-security-policy", HeaderValue::from_static(POLICY));
     h.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     h.insert("referrer-policy", HeaderValue::from_static("no-referrer"));

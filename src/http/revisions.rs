@@ -13,6 +13,7 @@
 //! resource identifier), and a to-one relationship `resource` to what it is about.
 
 use serde_json::{json, Value as Json};
+use warp::http::header::IF_NONE_MATCH;
 use warp::http::StatusCode;
 use warp::reply::Response;
 
@@ -243,13 +244,17 @@ pub async fn of_resource(app: &App, rt: &'static ResourceType, raw_id: &str, req
 }
 
 /// `POST /v1/revisions/{id}/restore` (no body): brings the resource back to its state right
-/// after the revision, as a new revision (`restore`); `If-Match` is the resource's current tag.
-/// Answers 200 with the resource.
+/// after the revision, as a new revision (`restore`); `If-Match` is the resource's current tag,
+/// `If-None-Match: *` restores only a resource that is deleted. Answers 200 with the resource.
 pub async fn restore(app: &App, raw_id: &str, req: Req) -> Result<Response> {
     check_accept(&req.headers)?;
     params(req.query.as_deref(), &[], "none")?;
     let key = revision_key(raw_id).ok_or_else(|| Error::not_found(format!("No revision {raw_id}.")))?;
-    let cond = IfMatch::of(&req.headers, app.require_if_match)?;
+    // `If-None-Match: *`: only while the resource does not exist (bringing a deleted one back,
+    // never over what someone restored or wrote meanwhile); a precondition of its own, so
+    // `--require-if-match` asks for no `If-Match` beside it.
+    let only_if_gone = req.headers.get(IF_NONE_MATCH).is_some_and(|v| v.to_str().is_ok_and(|v| v.trim() == "*"));
+    let cond = if only_if_gone { IfMatch::Absent } else { IfMatch::of(&req.headers, app.require_if_match)? };
     let base = app.base(&req.headers)?;
     let ctx = req.context().restoring();
     let bytes = read_body(&req.headers, req.body, app.body_limit, app.body_timeout).await?;
@@ -261,6 +266,20 @@ pub async fn restore(app: &App, raw_id: &str, req: Req) -> Result<Response> {
         .db
         .write(&ctx, move |tx| {
             let check = |tx: &mut dyn crate::store::Tx, rt: &'static ResourceType, id: &str| {
+                if only_if_gone {
+                    return match current_tag(tx, &check_base, rt, id)? {
+                        None => Ok(()),
+                        Some(tag) => Err(Problem::new(
+                            StatusCode::PRECONDITION_FAILED,
+                            "precondition_failed",
+                            format!(
+                                "`If-None-Match: *` asks to restore only a deleted resource, and this one exists \
+                                 (its ETag is {tag}): someone restored or re-created it meanwhile. Nothing was changed."
+                            ),
+                        )
+                        .into()),
+                    };
+                }
                 if cond.is_absent() {
                     return Ok(());
                 }

@@ -131,7 +131,7 @@ pub fn add(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
     );
     paths.insert("/revisions/{id}/restore".into(), json!({"post": {
         "operationId": "restoreRevision",
-        "summary": "Brings the resource back to its state right after this revision: attributes and to-one relationships, re-created under its own id when it was deleted since. No body. Recorded as a new revision (`restore`); nothing is written when the resource is already in that state. `If-Match` is the resource's current ETag. 409 when it cannot be restored (the revision is a deletion, a related resource is gone, its `external_id` is taken): nothing changes.",
+        "summary": "Brings the resource back to its state right after this revision: attributes and to-one relationships, re-created under its own id when it was deleted since. No body. Recorded as a new revision (`restore`); nothing is written when the resource is already in that state. `If-Match` is the resource's current ETag; `If-None-Match: *` restores only a resource that is deleted now (412 when it exists: someone brought it back meanwhile). 409 when it cannot be restored (the revision is a deletion, a related resource is gone, its `external_id` is taken): nothing changes.",
         "tags": ["revisions"],
         "parameters": [{"name": "id", "in": "path", "required": true, "schema": {"type": "string", "format": "uuid"}}],
         "responses": restored,

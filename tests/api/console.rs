@@ -73,14 +73,18 @@ async fn the_files_are_cached_for_good_under_their_version_and_compressed() {
     let mut unpacked = Vec::new();
     flate2::read::GzDecoder::new(&packed[..]).read_to_end(&mut unpacked).unwrap();
     assert_eq!(unpacked, plain.to_vec());
-    // Revalidated by its tag.
+    // Revalidated by its tag, weak or strong (If-None-Match compares weakly).
     let tag = header(&h, "etag").unwrap().to_owned();
+    let (status, _, _) =
+        t.exchange(page(&script).header("accept-encoding", "gzip").header("if-none-match", format!("W/{tag}"))).await;
+    assert_eq!(status, 304);
     let (status, _, body) =
         t.exchange(page(&script).header("accept-encoding", "gzip").header("if-none-match", &tag)).await;
     assert_eq!(status, 304);
     assert!(body.is_empty());
-    // HEAD: the headers of the GET, no body.
+    // HEAD: the headers of the GET, no body; `Vary` said once.
     let (status, h, body) = t.exchange(page(&script).method("HEAD")).await;
+    assert_eq!(h.get_all("vary").iter().count(), 1, "{h:?}");
     assert_eq!(status, 200);
     assert!(body.is_empty());
     assert_eq!(header(&h, "content-length").map(str::to_owned), Some(plain.len().to_string()));

@@ -651,3 +651,24 @@ async fn a_page_of_revisions_too_large_for_a_document_is_a_400() {
     r.assert_status(200);
     assert_eq!(r.data().len(), 2);
 }
+
+on_both!(if_none_match_star_restores_only_a_deleted_resource);
+async fn if_none_match_star_restores_only_a_deleted_resource() {
+    let t = TestApp::new().await.configured(|app| app.require_if_match = true);
+    let m = t.module("Gone for now").await;
+    let first = revision_of(&t, "modules", &m, 1).await;
+    let only_if_gone =
+        |t: &TestApp| t.req("POST", &format!("/v1/revisions/{first}/restore")).header("if-none-match", "*");
+    // It exists: refused, and nothing recorded.
+    let r = t.send(only_if_gone(&t)).await;
+    r.assert_problem(412);
+    assert!(r.error()["detail"].as_str().unwrap().contains("exists"), "{}", r.body);
+    let tag = t.get(&format!("/v1/modules/{m}")).await.header("etag").unwrap().to_owned();
+    t.send(t.req("DELETE", &format!("/v1/modules/{m}")).header("if-match", &tag)).await.assert_status(204);
+    // Deleted: brought back, with no If-Match needed even where the server requires one.
+    t.send(only_if_gone(&t)).await.assert_status(200);
+    t.get(&format!("/v1/modules/{m}")).await.assert_status(200);
+    // A second one, as from a teacher who read the history before the first: 412.
+    t.send(only_if_gone(&t)).await.assert_problem(412);
+    assert_eq!(t.get(&format!("/v1/modules/{m}/revisions")).await.body["meta"]["page"]["total"], 3);
+}

@@ -30,6 +30,8 @@ const ENGINE = process.env.COURSED_TEST_ENGINE ?? 'sqlite';
 const PG_ROOT = join('/tmp', `coursed-console-pg-${process.pid}`);
 
 let dir;
+/** The catalogue: a SQLite file or a PostgreSQL URL. */
+let databaseUrl;
 let server;
 let base;
 let reader;
@@ -69,6 +71,7 @@ before(async () => {
   const database = ENGINE === 'postgres'
     ? execFileSync('python3', [join(root, 'bench', 'pg.py'), 'start', PG_ROOT], { encoding: 'utf8' }).trim()
     : join(dir, 'console.db');
+  databaseUrl = database;
   reader = execFileSync(BIN, ['token', 'create', '--database', database, '--name', 'reader', '--scope', 'read'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   server = await start(['--database', database, '--token', WRITER]);
   base = server.origin;
@@ -397,10 +400,11 @@ test('delete a chapter, and bring it back from its history', async () => {
   await page.getByRole('main').getByText('Deleted “Absorption spectrum”.').waitFor();
   await page.getByText('This subject has no chapters.').waitFor();
   assert.equal((await api('GET', `/chapters/${chapterId}`)).status, 404);
+  // The page of a deleted resource says where it can come back from.
   await page.goto(`${base}/console/chapters/${chapterId}`);
   await view(page, 'Not found');
   await accessible(page, 'not found');
-  await page.goto(`${base}/console/chapters/${chapterId}/history`);
+  await page.getByRole('link', { name: 'If it was deleted, its history can bring it back.' }).click();
   await view(page, 'History of “Absorption spectrum”');
   await page.getByText('It has been deleted.').waitFor();
   await page.getByRole('button', { name: 'Restore revision 1' }).click();
@@ -419,6 +423,96 @@ test('a delete based on a stale page is refused (412), nothing deleted', async (
   await page.getByRole('button', { name: 'Yes, delete it' }).click();
   await page.getByText('It was changed since this page was shown.').waitFor();
   assert.equal((await api('GET', `/modules/${made.doc.data.id}`)).status, 200);
+  await page.context().close();
+});
+
+test('restoring a deleted resource never overwrites what someone brought back meanwhile', async () => {
+  const made = await api('POST', '/modules', { data: { type: 'modules', attributes: { title: 'Brought back twice' } } });
+  const id = made.doc.data.id;
+  await api('DELETE', `/modules/${id}`);
+  const page = await tab();
+  await signIn(page, WRITER, `/console/modules/${id}/history`);
+  await view(page, 'History of “Brought back twice”');
+  await page.getByText('It has been deleted.').waitFor();
+  // Someone else restores it and writes to it while this page is open.
+  const revisions = await api('GET', `/modules/${id}/revisions`);
+  const first = revisions.doc.data.find((r) => r.attributes.number === 1).id;
+  await api('POST', `/revisions/${first}/restore`);
+  const current = await api('GET', `/modules/${id}`);
+  await api('PATCH', `/modules/${id}`, { data: { type: 'modules', id, attributes: { introduction: 'written meanwhile' } } }, { 'If-Match': current.etag });
+  await page.getByRole('button', { name: 'Restore revision 1' }).click();
+  await page.getByText('It was changed since this page was shown.').waitFor();
+  assert.equal((await api('GET', `/modules/${id}`)).doc.data.attributes.introduction, 'written meanwhile');
+  await page.context().close();
+});
+
+test('while a conflict waits for a choice the form is locked; line breaks of another client are not taken for changes', async () => {
+  const made = await api('POST', '/subjects', { data: { type: 'subjects', attributes: { title: 'Line breaks', introduction: 'one\r\ntwo', content: 'c1\r\nc2' } } });
+  const id = made.doc.data.id;
+  const page = await tab();
+  await signIn(page, WRITER, `/console/subjects/${id}/edit`);
+  await view(page, 'Edit “Line breaks”');
+  // Another client rewrites the content; this one changes the title only.
+  const current = await api('GET', `/subjects/${id}`);
+  await api('PATCH', `/subjects/${id}`, { data: { type: 'subjects', id, attributes: { content: 'rewritten by B' } } }, { 'If-Match': current.etag });
+  await page.getByLabel('Title').fill('Line breaks kept');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByRole('heading', { name: 'Changed by someone else meanwhile' }).waitFor();
+  // Only B changed the content: no choice is asked, theirs is taken.
+  await page.getByText('Their changes do not touch yours').waitFor();
+  assert.equal(await page.getByRole('group', { name: 'Content' }).count(), 0);
+  // The fields cannot be typed into until the choice is made.
+  assert.equal(await page.getByLabel('Title').evaluate((e) => Boolean(e.closest('[inert]'))), true);
+  await page.getByRole('button', { name: 'Put the chosen versions in the form' }).click();
+  assert.equal(await page.getByLabel('Title').evaluate((e) => Boolean(e.closest('[inert]'))), false);
+  await page.getByRole('button', { name: 'Save' }).click();
+  await view(page, 'Line breaks kept');
+  const stored = (await api('GET', `/subjects/${id}`)).doc.data.attributes;
+  assert.deepEqual([stored.title, stored.introduction, stored.content], ['Line breaks kept', 'one\r\ntwo', 'rewritten by B']);
+  // The console's save changed the title alone.
+  const newest = (await api('GET', `/subjects/${id}/revisions`)).doc.data[0].attributes.changes;
+  assert.deepEqual(Object.keys(newest).filter((k) => k !== 'updated_at'), ['title']);
+  await page.context().close();
+});
+
+test('a token refused in the middle of an edit: sign in again in a dialog, nothing typed is lost', async () => {
+  const name = `temp-${Date.now()}`;
+  const temp = execFileSync(BIN, ['token', 'create', '--database', databaseUrl, '--name', name, '--scope', 'write'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  const page = await tab();
+  await signIn(page, temp, `/console/subjects/${subjectId}/edit`);
+  await view(page, /^Edit “/);
+  await page.getByLabel('Introduction').fill('Typed before the token was revoked.');
+  execFileSync(BIN, ['token', 'revoke', '--database', databaseUrl, name], { stdio: 'ignore' });
+  await page.getByRole('button', { name: 'Save' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Sign in again' });
+  await dialog.waitFor();
+  await accessible(page, 'renew dialog');
+  await dialog.getByLabel('Token').fill(WRITER);
+  await dialog.getByRole('button', { name: 'Sign in' }).click();
+  await dialog.waitFor({ state: 'detached' });
+  assert.equal(await page.getByLabel('Introduction').inputValue(), 'Typed before the token was revoked.');
+  await page.getByRole('button', { name: 'Save' }).click();
+  await page.getByRole('main').getByText(/^Saved “/).waitFor();
+  assert.equal((await api('GET', `/subjects/${subjectId}`)).doc.data.attributes.introduction, 'Typed before the token was revoked.');
+  await page.context().close();
+});
+
+test('a change of text reads as a diff of whole words, what went before what came', async () => {
+  const page = await tab();
+  await signIn(page, WRITER);
+  await view(page, 'Modules');
+  const script = await page.evaluate(() => document.querySelector('script[type=module]').src.replace(/main\.js$/, 'history.js'));
+  const shown = await page.evaluate(async (url) => {
+    const { diff } = await import(url);
+    const html = (a, b) => diff(a, b).innerHTML.replace(/<span class="visually-hidden">[^<]*<\/span>/g, '');
+    return [html('the cat sat', 'the dog sat'), html('a b c', 'a b c d'), html('one two three', 'one 2 3 three'), html('same', 'same')];
+  }, script);
+  assert.deepEqual(shown, [
+    'the <del>cat</del><ins>dog</ins> sat',
+    'a b c<ins> d</ins>',
+    'one <del>two</del><ins>2 3</ins> three',
+    'same',
+  ]);
   await page.context().close();
 });
 
