@@ -89,20 +89,26 @@ def logged(server_log, marker, key):
     with open(server_log, errors="replace") as f:
         text = f.read()
     entries = []  # (pid, sql, params)
+    # The entry the last LOG line began, if it began one: a statement's further lines belong to
+    # it, never to an earlier entry (a parse or bind line of another backend begins none).
+    current = None
     for line in text[text.rindex(marker):].splitlines()[1:]:
-        m = re.match(r".*?\[(\d+)\] (LOG|DETAIL):\s+(.*)", line)
+        m = re.match(r".*?\[(\d+)\] (LOG|DETAIL|CONTEXT|STATEMENT):\s+(.*)", line)
         if not m:
-            if entries and line[:1].isspace():
-                entries[-1][1].append(line.strip())
+            if current is not None and line[:1].isspace():
+                current[1].append(line.strip())
             continue
         pid, kind, rest = m.groups()
         if kind == "LOG":
             s = re.match(r"duration: [\d.]+ ms\s+(?:statement|execute [^:]*): (.*)", rest)
-            if s:
-                entries.append((pid, [s.group(1)], {}))
-        elif entries and entries[-1][0] == pid:
-            for n, v in re.findall(r"\$(\d+) = (NULL|'(?:[^']|'')*')", rest):
-                entries[-1][2][int(n)] = v
+            current = (pid, [s.group(1)], {}) if s else None
+            if current is not None:
+                entries.append(current)
+        else:
+            current = None
+            if kind == "DETAIL" and entries and entries[-1][0] == pid:
+                for n, v in re.findall(r"\$(\d+) = (NULL|'(?:[^']|'')*')", rest):
+                    entries[-1][2][int(n)] = v
     pid = next((p for p, sql, _ in entries if key in " ".join(sql)), None)
     if pid is None:
         return None
