@@ -27,6 +27,7 @@ pub mod store;
 pub mod time;
 pub mod tokens;
 pub mod value;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;

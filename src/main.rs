@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use coursed::cli::{Cli, Command, ServeArgs, TokenCommand};
+use coursed::cli::{Cli, Command, ServeArgs, TokenCommand, WebhookCommand};
 use coursed::dataset;
 
 fn main() -> ExitCode {
@@ -52,6 +52,7 @@ fn main() -> ExitCode {
             };
         }
         Command::Token(t) => return token(t),
+        Command::Webhook(w) => return webhook(w),
         Command::History(coursed::cli::HistoryCommand::Prune(a)) => {
             coursed::history::prune_command(&a.database, &a.before)
         }
@@ -106,6 +107,12 @@ fn serve(args: ServeArgs) -> ExitCode {
         }
         // The readiness line: clients and scripts wait for it (and read the port from it).
         let _ = writeln!(out, "listening on http://{addr}/v1");
+        // Webhooks are delivered by every server; links in what they send are made from
+        // --public-url, else from the address listened on.
+        let base = app.public_url.clone().or_else(|| coursed::render::Base::new("http", &addr.to_string()));
+        if let Some(base) = base {
+            coursed::webhooks::deliver::spawn(app.db.clone(), base, Default::default());
+        }
         let _ = out.flush();
         drop(out);
         coursed::serve(listener, Arc::new(app), shutdown_signal()).await;
@@ -154,6 +161,38 @@ fn token(command: TokenCommand) -> ExitCode {
         TokenCommand::Revoke(a) => command::revoke(&a.database, &a.name).map(|()| {
             eprintln!("revoked token {:?}: servers refuse it from their next request on", a.name);
         }),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e),
+    }
+}
+
+/// `coursed webhook ...`: what was done on stderr; the id and the secret of a new webhook, or
+/// the table of `list`, on stdout.
+fn webhook(command: WebhookCommand) -> ExitCode {
+    use coursed::webhooks::{command, deliver, Filter};
+    let done = match command {
+        WebhookCommand::Add(a) => {
+            Filter::parse(&a.types, &a.actions).and_then(|filter| command::add(&a.database, &a.url, &filter)).map(|w| {
+                println!("{}\n{}", w.id, w.secret);
+                eprintln!(
+                    "added webhook {} for {}: the changes from cursor {} on are POSTed to it, signed with the \
+                     secret above (shown only this once)",
+                    w.id, w.url, w.cursor
+                );
+            })
+        }
+        WebhookCommand::List(a) => command::list(&a.database).map(|w| print!("{}", command::table(&w))),
+        WebhookCommand::Remove(a) => command::remove(&a.database, &a.id).map(|()| {
+            eprintln!("removed webhook {}: no server delivers it any more", a.id);
+        }),
+        WebhookCommand::Resume(a) => command::resume(&a.database, &a.id).map(|()| {
+            eprintln!("resumed webhook {}: its deliveries start again where they stopped", a.id);
+        }),
+        WebhookCommand::Test(a) => {
+            command::test(&a.database, &a.id, deliver::Settings::default().timeout).map(|said| println!("{said}"))
+        }
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,

@@ -47,6 +47,10 @@ pub enum Command {
     /// Keep the history of changes bounded.
     #[command(subcommand)]
     History(HistoryCommand),
+    /// Tell other systems of every change: webhooks, kept in the database, delivered by the
+    /// servers running on it.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
 }
 
 #[derive(Debug, Clone, Args)]

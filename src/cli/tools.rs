@@ -166,3 +166,51 @@ pub struct HistoryPruneArgs {
     #[arg(long)]
     pub before: String,
 }
+
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Add a webhook: every change from now on that its filter keeps is POSTed to --url, signed
+    /// (Standard Webhooks). Prints its id and its signing secret, shown only this once.
+    Add(WebhookAddArgs),
+    /// Show every webhook: URL, filter, state, cursor, last delivery and its status, failures
+    /// in a row, last error (never the secret).
+    List(WebhookListArgs),
+    /// Remove a webhook: no server delivers it from then on.
+    Remove(WebhookIdArgs),
+    /// Send a webhook a signed test message now, and say what its receiver answered.
+    Test(WebhookIdArgs),
+    /// Make a failing webhook active again: its deliveries start again where they stopped.
+    Resume(WebhookIdArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WebhookAddArgs {
+    /// The database: a SQLite file (created if missing) or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// Where to POST: http:// or https:// (checked against the system's certificate authorities).
+    #[arg(long)]
+    pub url: String,
+    /// Only changes of these types, e.g. subjects,modules (default: every type).
+    #[arg(long, default_value = "")]
+    pub types: String,
+    /// Only these actions: create, update, delete, restore (default: every action).
+    #[arg(long, default_value = "")]
+    pub actions: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WebhookListArgs {
+    /// The database: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WebhookIdArgs {
+    /// The database: a SQLite file or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The webhook's id (coursed webhook list shows them).
+    pub id: String,
+}

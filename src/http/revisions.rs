@@ -46,7 +46,7 @@ fn parse_cursor(raw: &str) -> Option<i64> {
 }
 
 /// The revision as a resource object, with its links and its place in the feed.
-pub(super) fn object(base: &Base, r: &Revision) -> Json {
+pub fn object(base: &Base, r: &Revision) -> Json {
     let mut o = r.resource_object();
     let id = history::revision_id(r.key);
     o["relationships"]["resource"]["links"] =

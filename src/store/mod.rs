@@ -380,6 +380,29 @@ pub fn on_command_database<T>(
     done.map_err(|e| format!("{}: {e}", display_name(database)))
 }
 
+/// What a command keeps in the database (tokens, webhooks) read or written in one transaction
+/// by `f`: [`on_command_database`], refusing `:memory:` (what is kept there vanishes with the
+/// process; `kept` names it in the message).
+pub fn on_command_tx<T: Send + 'static>(
+    database: &str,
+    kept: &str,
+    create: bool,
+    write: bool,
+    // FnMut: PostgreSQL may run a write again after a serialization failure.
+    mut f: impl FnMut(&mut dyn Tx) -> std::result::Result<T, DbError> + Send + 'static,
+) -> std::result::Result<T, String> {
+    if database == ":memory:" {
+        return Err(format!("{kept} of a :memory: database vanish with the process; name a file or a postgres:// URL"));
+    }
+    on_command_database(database, create, async move |db: &Db| {
+        if write {
+            db.write(&WriteContext::system("coursed"), move |tx| Ok(f(tx)?)).await
+        } else {
+            db.read(move |tx| Ok(f(tx)?)).await
+        }
+    })
+}
+
 /// Writes a consistent snapshot of the SQLite database `path` into the new file `dest`, while
 /// other connections go on reading and writing. Blocks.
 pub fn snapshot_sqlite(path: &str, dest: &std::path::Path) -> std::result::Result<(), String> {

@@ -101,15 +101,9 @@ pub fn check_name(name: &str) -> Result<(), String> {
 fn on_database<T: Send + 'static>(
     database: &str,
     create: bool,
-    // FnMut: PostgreSQL may run a write again after a serialization failure.
-    mut f: impl FnMut(&mut dyn Tx) -> Result<T, DbError> + Send + 'static,
+    f: impl FnMut(&mut dyn Tx) -> Result<T, DbError> + Send + 'static,
 ) -> Result<T, String> {
-    if database == ":memory:" {
-        return Err("tokens of a :memory: database vanish with the process; name a file or a postgres:// URL".into());
-    }
-    crate::store::on_command_database(database, create, async move |db: &crate::store::Db| {
-        db.write(&crate::store::WriteContext::system("coursed"), move |tx| Ok(f(tx)?)).await
-    })
+    crate::store::on_command_tx(database, "tokens", create, true, f)
 }
 
 #[cfg(test)]

@@ -34,3 +34,4 @@ mod stream;
 mod tokens;
 mod tokens_kept;
 mod web;
+mod webhooks;

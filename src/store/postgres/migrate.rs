@@ -12,6 +12,7 @@ const MIGRATIONS: &[&str] = &[
     LINKAGE_GENERATIONS,
     SEARCH_TITLES,
     HISTORY,
+    WEBHOOKS,
 ];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/postgres/0002-tokens.sql");
@@ -28,6 +29,8 @@ const SEARCH_TITLES: &str = include_str!("../../../migrations/postgres/0006-sear
 /// Every change kept: revisions recorded by triggers, sequenced into a feed after commit (see
 /// `sequencer.rs`).
 const HISTORY: &str = include_str!("../../../migrations/postgres/0007-history.sql");
+/// Webhooks: readers of the change feed that POST what they keep to another system.
+const WEBHOOKS: &str = include_str!("../../../migrations/postgres/0008-webhooks.sql");
 /// The advisory lock taken while migrating ("crsd").
 const LOCK: i64 = 0x6372_7364;
 

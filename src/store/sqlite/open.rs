@@ -8,7 +8,7 @@ use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
 const MIGRATIONS: &[&str] =
-    &[include_str!("../../../schema.sql"), TOKENS, SEARCH, SEARCH_ROWS, LINKAGE_GENERATIONS, HISTORY];
+    &[include_str!("../../../schema.sql"), TOKENS, SEARCH, SEARCH_ROWS, LINKAGE_GENERATIONS, HISTORY, WEBHOOKS];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/sqlite/0002-tokens.sql");
 /// Search: words columns and FTS5 indexes.
@@ -19,6 +19,8 @@ const SEARCH_ROWS: &str = include_str!("../../../migrations/sqlite/0004-search-r
 const LINKAGE_GENERATIONS: &str = include_str!("../../../migrations/sqlite/0005-linkage-generations.sql");
 /// Every change kept: revisions recorded by triggers (see `store/history.rs`).
 const HISTORY: &str = include_str!("../../../migrations/sqlite/0006-history.sql");
+/// Webhooks: readers of the change feed that POST what they keep to another system.
+const WEBHOOKS: &str = include_str!("../../../migrations/sqlite/0007-webhooks.sql");
 /// Where a migration has coursed compute the words of the rows that exist (see
 /// [`crate::store::search::backfill`]) before it goes on.
 const WORDS_MARKER: &str = "-- coursed: words of existing rows";
