@@ -109,10 +109,18 @@ fn serve(args: ServeArgs) -> ExitCode {
         let _ = writeln!(out, "listening on http://{addr}/v1");
         // Webhooks are delivered by every server; links in what they send are made from
         // --public-url, else from the address listened on.
-        let base = app.public_url.clone().or_else(|| coursed::render::Base::new("http", &addr.to_string()));
-        if let Some(base) = base {
-            coursed::webhooks::deliver::spawn(app.db.clone(), base, Default::default());
+        if app.public_url.is_none() && addr.ip().is_unspecified() {
+            log::warn!(
+                "listening on {addr} without --public-url: webhooks' documents link to http://{addr}, which \
+                 receivers cannot reach; set --public-url"
+            );
         }
+        let base = app.public_url.clone().or_else(|| coursed::render::Base::new("http", &addr.to_string()));
+        // Stopped when dropped, after the server.
+        let _deliveries = match base {
+            Some(base) => Some(coursed::webhooks::deliver::spawn(app.db.clone(), base, Default::default())?),
+            None => None,
+        };
         let _ = out.flush();
         drop(out);
         coursed::serve(listener, Arc::new(app), shutdown_signal()).await;

@@ -1,12 +1,12 @@
-//! One POST to a webhook's URL: hyper's HTTP/1.1 client over TCP, or over TLS (rustls, the
-//! system's certificate authorities) for `https://`; a new connection for each delivery, the
-//! whole exchange bounded in time. Only the status is read of the answer.
+//! POSTs to a webhook's URL: hyper's HTTP/1.1 client over TCP, or over TLS (rustls, the
+//! system's certificate authorities) for `https://`, on a connection kept open from one
+//! delivery to the next; each exchange bounded in time. Only the status counts of an answer.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
@@ -49,22 +49,86 @@ impl Target {
 /// What a POST ended in: the status the receiver answered, or why there was none.
 pub type Answer = Result<u16, String>;
 
-/// POSTs `body` with `headers` to `target`, within `limit` (connecting, TLS, sending, and the
-/// answer's status line and headers).
-pub async fn post(target: &Target, headers: &[(&str, String)], body: Bytes, limit: Duration) -> Answer {
-    match tokio::time::timeout(limit, exchange(target, headers, body)).await {
-        Ok(answer) => answer,
-        Err(_) => Err(format!("no answer within {} s", limit.as_secs())),
+/// How much of an answer's body is read (and dropped) so that its connection can carry the next
+/// request; a longer body closes the connection instead.
+const MOST_BODY: usize = 64 << 10;
+
+/// A connection to one receiver, kept open from one POST to the next (HTTP/1.1 keep-alive) and
+/// made again when the receiver closed it.
+pub struct Connection {
+    target: Target,
+    sender: Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
+}
+
+impl Connection {
+    pub fn new(target: Target) -> Connection {
+        Connection { target, sender: None }
+    }
+
+    /// POSTs `body` with `headers`, within `limit` (connecting and TLS included when a new
+    /// connection is needed, the answer's status line, headers and a short body).
+    pub async fn post(&mut self, headers: &[(&str, String)], body: Bytes, limit: Duration) -> Answer {
+        let answer = match tokio::time::timeout(limit, self.exchange(headers, body)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(format!("no answer within {} s", limit.as_secs())),
+        };
+        if answer.is_err() {
+            // Whatever state the connection is in, the next POST starts on a new one.
+            self.sender = None;
+        }
+        answer
+    }
+
+    async fn exchange(&mut self, headers: &[(&str, String)], body: Bytes) -> Answer {
+        let reusable = match self.sender.as_mut() {
+            Some(sender) => sender.ready().await.is_ok(),
+            None => false,
+        };
+        if !reusable {
+            self.sender = Some(connect(&self.target).await?);
+        }
+        let Some(sender) = self.sender.as_mut() else { return Err("no connection".to_owned()) };
+        let target = &self.target;
+        let mut request = Request::post(target.path.as_str()).header("host", target.authority.as_str());
+        for (name, value) in headers {
+            request = request.header(*name, value.as_str());
+        }
+        let request = request.body(Full::new(body)).map_err(|e| format!("cannot make the request: {e}"))?;
+        let response =
+            sender.send_request(request).await.map_err(|e| format!("{} did not answer: {e}", target.authority))?;
+        let status = response.status().as_u16();
+        // The body is read (at most `MOST_BODY`) so that the connection can serve again.
+        let mut body = response.into_body();
+        let mut read = 0;
+        while let Some(frame) = body.frame().await {
+            match frame {
+                Ok(frame) => read += frame.data_ref().map_or(0, |d| d.len()),
+                Err(_) => {
+                    self.sender = None;
+                    break;
+                }
+            }
+            if read > MOST_BODY {
+                self.sender = None;
+                break;
+            }
+        }
+        Ok(status)
     }
 }
 
-async fn exchange(target: &Target, headers: &[(&str, String)], body: Bytes) -> Answer {
+/// One POST on a connection of its own (`coursed webhook test`).
+pub async fn post(target: &Target, headers: &[(&str, String)], body: Bytes, limit: Duration) -> Answer {
+    Connection::new(target.clone()).post(headers, body, limit).await
+}
+
+async fn connect(target: &Target) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, String> {
     let tcp = TcpStream::connect((target.host.as_str(), target.port))
         .await
         .map_err(|e| format!("cannot connect to {}: {e}", target.authority))?;
     let _ = tcp.set_nodelay(true);
     if !target.tls {
-        return send(tcp, target, headers, body).await;
+        return handshake(tcp, target).await;
     }
     let name = rustls::pki_types::ServerName::try_from(target.host.clone())
         .map_err(|_| format!("{:?} is not a host name TLS can check", target.host))?;
@@ -72,28 +136,24 @@ async fn exchange(target: &Target, headers: &[(&str, String)], body: Bytes) -> A
         .connect(name, tcp)
         .await
         .map_err(|e| format!("TLS with {} failed: {e}", target.authority))?;
-    send(tls, target, headers, body).await
+    handshake(tls, target).await
 }
 
-async fn send<S>(stream: S, target: &Target, headers: &[(&str, String)], body: Bytes) -> Answer
+async fn handshake<S>(
+    stream: S,
+    target: &Target,
+) -> Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>, String>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| format!("HTTP with {} failed: {e}", target.authority))?;
-    // The connection is driven beside the request; it ends when the request is dropped.
+    // The connection is driven beside its requests; it ends when its sender is dropped.
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    let mut request = Request::post(target.path.as_str()).header("host", target.authority.as_str());
-    for (name, value) in headers {
-        request = request.header(*name, value.as_str());
-    }
-    let request = request.body(Full::new(body)).map_err(|e| format!("cannot make the request: {e}"))?;
-    let response =
-        sender.send_request(request).await.map_err(|e| format!("{} did not answer: {e}", target.authority))?;
-    Ok(response.status().as_u16())
+    Ok(sender)
 }
 
 /// TLS as browsers do it: the system's certificate authorities (Debian's `ca-certificates`, with

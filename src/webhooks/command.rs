@@ -35,12 +35,18 @@ pub fn add(database: &str, url: &str, filter: &Filter) -> Result<Webhook, String
         last_delivered_at: None,
     };
     let row = webhook.clone();
-    webhook.cursor = on_database(database, true, true, move |tx| {
-        // From the newest place of the feed on: what was written before is not news.
-        let mut row = row.clone();
-        row.cursor = history::head(tx)?;
-        store::insert(tx, &row)?;
-        Ok(row.cursor)
+    webhook.cursor = crate::store::on_command_database(database, true, async move |db: &crate::store::Db| {
+        // What committed before is placed in the feed first (PostgreSQL places revisions after
+        // their commit): the webhook starts after it.
+        db.sync_feed().await?;
+        db.write(&crate::store::WriteContext::system("coursed"), move |tx| {
+            // From the newest place of the feed on: what was written before is not news.
+            let mut row = row.clone();
+            row.cursor = history::head(tx)?;
+            store::insert(tx, &row)?;
+            Ok(row.cursor)
+        })
+        .await
     })?;
     Ok(webhook)
 }

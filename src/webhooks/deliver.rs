@@ -34,7 +34,9 @@ pub struct Settings {
     pub give_up_after: Duration,
     /// How often a server looks for webhooks that are due.
     pub every: Duration,
-    /// How long a lease holds without being renewed (longer than any one delivery).
+    /// How long a lease holds without being renewed: longer than one delivery may take (it is
+    /// renewed whenever a delivering server records how far it got), short enough that a server
+    /// that died holds its webhooks up for no longer.
     pub lease: Duration,
 }
 
@@ -46,7 +48,7 @@ impl Default for Settings {
             longest_wait: Duration::from_secs(3600),
             give_up_after: Duration::from_secs(24 * 3600),
             every: Duration::from_millis(200),
-            lease: Duration::from_secs(60),
+            lease: Duration::from_secs(20),
         }
     }
 }
@@ -59,49 +61,112 @@ impl Settings {
     }
 }
 
-/// Revisions read from the feed at a time, looking for the next one a webhook keeps.
+/// Revisions read from the feed at a time.
 const PAGE: usize = 100;
+/// How often a webhook that is delivering records how far it got (and renews its lease): after
+/// a crash, at most what was delivered since is delivered again (at least once).
+const RECORD_EVERY: Duration = Duration::from_millis(100);
 
-/// Starts delivering the webhooks of `db` for as long as the runtime runs; `base` is the origin
-/// of the links in what is sent (`--public-url`, or the address the server listens on).
-pub fn spawn(db: Db, base: Base, settings: Settings) -> tokio::task::JoinHandle<()> {
+/// The deliveries of a server, on a thread of their own: stopped when dropped (each webhook's
+/// progress recorded and its lease given up, so that another server, or this one started
+/// again, goes on at once; a POST still waiting for its answer after 2 s is abandoned, and its
+/// lease lapses).
+pub struct Deliveries {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Deliveries {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let deadline = std::time::Instant::now() + STOP_WITHIN + Duration::from_secs(1);
+        while self.thread.as_ref().is_some_and(|t| !t.is_finished()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        if let Some(t) = self.thread.take().filter(|t| t.is_finished()) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// How long stopping waits for the deliveries in flight.
+const STOP_WITHIN: Duration = Duration::from_secs(2);
+
+/// Starts delivering the webhooks of `db` until the returned handle is dropped; `base` is the
+/// origin of the links in what is sent (`--public-url`, or the address the server listens on).
+/// They run on a thread of their own at a lower CPU priority (see `crate::priority`), with a
+/// runtime of their own: when requests keep both cores busy, the requests go first and the
+/// deliveries catch up after.
+pub fn spawn(db: Db, base: Base, settings: Settings) -> Result<Deliveries, String> {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopping = stop.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the webhooks' runtime: {e}"))?;
+    let thread = std::thread::Builder::new()
+        .name("coursed-webhooks".into())
+        .spawn(move || {
+            crate::priority::lower();
+            runtime.block_on(deliver_all(db, base, settings, stopping));
+        })
+        .map_err(|e| format!("cannot start the webhooks' thread: {e}"))?;
+    Ok(Deliveries { stop, thread: Some(thread) })
+}
+
+async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Arc<std::sync::atomic::AtomicBool>) {
     let owner = uuid::Uuid::new_v4().to_string();
     let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let mut running = tokio::task::JoinSet::new();
     let settings = Arc::new(settings);
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(settings.every);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let now = crate::time::now_ms();
-            let mine = owner.clone();
-            let due = match db.read(move |tx| Ok(store::due(tx, now, &mine)?)).await {
-                Ok(due) => due,
-                Err(e) => {
-                    log::warn!("webhooks: cannot read which are due: {e}");
-                    continue;
-                }
-            };
-            for w in due {
-                if !lock(&busy).insert(w.id.clone()) {
-                    continue;
-                }
-                let delivery = Delivery {
-                    db: db.clone(),
-                    base: base.clone(),
-                    settings: settings.clone(),
-                    owner: owner.clone(),
-                    webhook: w,
-                };
-                let busy = busy.clone();
-                tokio::spawn(async move {
-                    let id = delivery.webhook.id.clone();
-                    delivery.run().await;
-                    lock(&busy).remove(&id);
-                });
+    let mut tick = tokio::time::interval(settings.every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        tick.tick().await;
+        let now = crate::time::now_ms();
+        let mine = owner.clone();
+        let due = match db.read(move |tx| Ok(store::due(tx, now, &mine)?)).await {
+            Ok(due) => due,
+            Err(e) => {
+                log::warn!("webhooks: cannot read which are due: {e}");
+                continue;
             }
+        };
+        for w in due {
+            if !lock(&busy).insert(w.id.clone()) {
+                continue;
+            }
+            let delivery = Delivery {
+                db: db.clone(),
+                base: base.clone(),
+                settings: settings.clone(),
+                owner: owner.clone(),
+                webhook: w,
+                stop: stop.clone(),
+            };
+            // Out of `busy` however the delivery ends, a panic included.
+            let done = Done { busy: busy.clone(), id: delivery.webhook.id.clone() };
+            running.spawn(async move {
+                let _done = done;
+                delivery.run().await;
+            });
         }
-    })
+        while running.try_join_next().is_some() {}
+    }
+    // Stopping: the deliveries record how far they got and give their leases up.
+    let _ = tokio::time::timeout(STOP_WITHIN, async { while running.join_next().await.is_some() {} }).await;
+}
+
+/// Takes a webhook out of the set of those being delivered when its delivery ends.
+struct Done {
+    busy: Arc<Mutex<HashSet<String>>>,
+    id: String,
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        lock(&self.busy).remove(&self.id);
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -115,16 +180,16 @@ struct Delivery {
     settings: Arc<Settings>,
     owner: String,
     webhook: Webhook,
+    stop: Arc<std::sync::atomic::AtomicBool>,
 }
 
-/// The next thing a webhook has to do.
-enum Next {
-    /// Nothing new in the feed.
-    Nothing,
-    /// Revisions its filter leaves out, up to this place.
-    Skip(i64),
-    /// A revision to send, at this place.
-    Send(i64, Revision),
+/// What was delivered and not yet recorded.
+#[derive(Default)]
+struct Unrecorded {
+    /// The place the cursor may move to (a delivered revision's, or past left-out ones).
+    cursor: Option<i64>,
+    delivered: i64,
+    status: u16,
 }
 
 impl Delivery {
@@ -133,114 +198,163 @@ impl Delivery {
         let (id, owner) = (self.webhook.id.clone(), self.owner.clone());
         let now = crate::time::now_ms();
         let until = now + self.settings.lease.as_millis() as i64;
-        let taken = self.db.write(&ctx, move |tx| Ok(store::lease(tx, &id, &owner, now, until)?)).await;
-        if !matches!(taken, Ok(true)) {
-            return;
+        // The row as the lease found it: another server may have moved it on since `due` read it.
+        match self.db.write(&ctx, move |tx| Ok(store::lease(tx, &id, &owner, now, until)?)).await {
+            Ok(Some(current)) => self.webhook = current,
+            _ => return,
         }
         let target = match Target::parse(&self.webhook.url) {
             Ok(t) => t,
             Err(e) => {
-                self.finish(&ctx, Outcome::Failed { status: None, error: e, next_at: 0, failing_after: 0 }).await;
+                self.record(&ctx, &self.failure(None, e)).await;
                 return;
             }
         };
-        let filter = Filter::parse(&self.webhook.types, &self.webhook.actions).unwrap_or_default();
-        loop {
-            let next = match self.next(&filter).await {
-                Ok(next) => next,
-                Err(e) => {
-                    log::warn!("webhook {}: cannot read the change feed: {e}", self.webhook.id);
-                    self.release(&ctx).await;
-                    return;
-                }
-            };
-            let outcome = match next {
-                Next::Nothing => {
-                    self.release(&ctx).await;
-                    return;
-                }
-                Next::Skip(cursor) => Outcome::Skipped { cursor },
-                Next::Send(cursor, revision) => self.send(&target, cursor, &revision).await,
-            };
-            let failed = matches!(outcome, Outcome::Failed { .. });
-            let cursor = match &outcome {
-                Outcome::Delivered { cursor, .. } | Outcome::Skipped { cursor } => Some(*cursor),
-                Outcome::Failed { .. } => None,
-            };
-            if !self.finish(&ctx, outcome).await || failed {
+        let mut connection = client::Connection::new(target);
+        let filter = match Filter::parse(&self.webhook.types, &self.webhook.actions) {
+            Ok(filter) => filter,
+            // A filter this build does not know (a type or action of another version): nothing
+            // is sent rather than everything.
+            Err(e) => {
+                self.record(&ctx, &self.failure(None, e)).await;
                 return;
             }
-            if let Some(cursor) = cursor {
-                self.webhook.cursor = cursor;
+        };
+        let types: Vec<&'static resources::ResourceType> =
+            filter.types.iter().filter_map(|name| resources::by_name(name)).collect();
+        let mut pending = Unrecorded::default();
+        let mut recorded_at = std::time::Instant::now();
+        loop {
+            let after = pending.cursor.unwrap_or(self.webhook.cursor);
+            let page = {
+                let types = types.clone();
+                self.db.read(move |tx| {
+                    let page = history::feed(tx, after, PAGE, &types)?;
+                    // Revisions pruned before they were delivered: on from the oldest kept.
+                    let floor = if page.pruned { Some(history::floor(tx)?) } else { None };
+                    Ok((page, floor))
+                })
+            }
+            .await;
+            let (page, floor) = match page {
+                Ok(read) => read,
+                Err(e) => {
+                    log::warn!("webhook {}: cannot read the change feed: {e}", self.webhook.id);
+                    self.settle(&ctx, pending).await;
+                    self.release(&ctx).await;
+                    return;
+                }
+            };
+            if let Some(floor) = floor {
+                let note =
+                    format!("the revisions after cursor {after} up to {floor} were pruned before they were delivered");
+                log::warn!("webhook {}: {note}", self.webhook.id);
+                if !self.settle(&ctx, std::mem::take(&mut pending)).await
+                    || !self.record(&ctx, &Outcome::Skipped { cursor: floor, note: Some(note) }).await
+                {
+                    return;
+                }
+                self.webhook.cursor = floor;
+                continue;
+            }
+            if page.revisions.is_empty() && page.next <= after {
+                // Up to date: what is pending is recorded, and the lease given up.
+                if self.settle(&ctx, pending).await {
+                    self.release(&ctx).await;
+                }
+                return;
+            }
+            for revision in &page.revisions {
+                let place = revision.seq.unwrap_or(after);
+                if filter.keeps_action(&revision.action) {
+                    match self.send(&mut connection, revision).await {
+                        Ok(status) => {
+                            pending.delivered += 1;
+                            pending.status = status;
+                        }
+                        Err(failed) => {
+                            // What was delivered before is kept; this revision is tried again.
+                            if self.settle(&ctx, std::mem::take(&mut pending)).await {
+                                self.record(&ctx, &failed).await;
+                            }
+                            return;
+                        }
+                    }
+                }
+                pending.cursor = Some(place);
+                if recorded_at.elapsed() >= RECORD_EVERY {
+                    recorded_at = std::time::Instant::now();
+                    if !self.settle(&ctx, std::mem::take(&mut pending)).await {
+                        return;
+                    }
+                }
+                if self.stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    self.settle(&ctx, pending).await;
+                    self.release(&ctx).await;
+                    return;
+                }
+            }
+            // Left-out revisions past the last one given.
+            if page.next > pending.cursor.unwrap_or(after) {
+                pending.cursor = Some(page.next);
             }
         }
     }
 
-    /// The next revision after the webhook's cursor that its filter keeps.
-    async fn next(&self, filter: &Filter) -> crate::error::Result<Next> {
-        let after = self.webhook.cursor;
-        let types: Vec<&'static resources::ResourceType> =
-            filter.types.iter().filter_map(|name| resources::by_name(name)).collect();
-        let filter = filter.clone();
-        self.db
-            .read(move |tx| {
-                let page = history::feed(tx, after, PAGE, &types)?;
-                if page.pruned {
-                    // What came after the cursor was pruned before it was delivered: the webhook
-                    // goes on from the oldest revision kept.
-                    return Ok(Next::Skip(history::floor(tx)?));
-                }
-                for r in page.revisions {
-                    let place = r.seq.unwrap_or(after);
-                    if filter.keeps_action(&r.action) {
-                        return Ok(Next::Send(place, r));
-                    }
-                }
-                Ok(if page.next > after { Next::Skip(page.next) } else { Next::Nothing })
-            })
-            .await
-    }
-
-    /// POSTs `revision` and says what came of it.
-    async fn send(&self, target: &Target, cursor: i64, revision: &Revision) -> Outcome {
+    /// POSTs `revision`: the status of a 2xx, or the failure to record.
+    async fn send(&self, connection: &mut client::Connection, revision: &Revision) -> Result<u16, Outcome> {
         let doc = json!({"jsonapi": {"version": "1.0"}, "data": crate::http::revisions::object(&self.base, revision)});
         let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
         let message = revision_id(revision.key);
         let timestamp = crate::time::now_ms() / 1000;
-        let answer = match sign(&self.webhook.secret, &message, timestamp, &body) {
-            Ok(signature) => {
-                let headers = [
-                    ("content-type", crate::jsonapi::JSONAPI.to_owned()),
-                    ("user-agent", concat!("coursed/", env!("CARGO_PKG_VERSION")).to_owned()),
-                    ("webhook-id", message),
-                    ("webhook-timestamp", timestamp.to_string()),
-                    ("webhook-signature", signature),
-                ];
-                client::post(target, &headers, body, self.settings.timeout).await
-            }
-            Err(e) => Err(e),
-        };
-        match answer {
-            Ok(status) if (200..300).contains(&status) => Outcome::Delivered { cursor, status },
-            other => {
-                let (status, error) = match other {
-                    Ok(status) => (Some(status), format!("the receiver answered {status}")),
-                    Err(e) => (None, e),
-                };
-                let wait = self.settings.backoff(self.webhook.failures + 1);
-                Outcome::Failed {
-                    status,
-                    error,
-                    next_at: crate::time::now_ms() + wait.as_millis() as i64,
-                    failing_after: self.settings.give_up_after.as_millis() as i64,
-                }
-            }
+        let signature = sign(&self.webhook.secret, &message, timestamp, &body).map_err(|e| self.failure(None, e))?;
+        let headers = [
+            ("content-type", crate::jsonapi::JSONAPI.to_owned()),
+            ("user-agent", concat!("coursed/", env!("CARGO_PKG_VERSION")).to_owned()),
+            ("webhook-id", message),
+            ("webhook-timestamp", timestamp.to_string()),
+            ("webhook-signature", signature),
+        ];
+        match connection.post(&headers, body, self.settings.timeout).await {
+            Ok(status) if (200..300).contains(&status) => Ok(status),
+            Ok(status) => Err(self.failure(Some(status), format!("the receiver answered {status}"))),
+            Err(e) => Err(self.failure(None, e)),
         }
     }
 
+    /// A failed attempt: tried again after the backoff of one more failure in a row.
+    fn failure(&self, status: Option<u16>, error: String) -> Outcome {
+        let wait = self.settings.backoff(self.webhook.failures + 1);
+        Outcome::Failed {
+            status,
+            error,
+            next_at: crate::time::now_ms() + wait.as_millis() as i64,
+            failing_after: self.settings.give_up_after.as_millis() as i64,
+        }
+    }
+
+    /// Records what `pending` holds (nothing when it holds nothing); false when this server no
+    /// longer holds the lease.
+    async fn settle(&mut self, ctx: &WriteContext, pending: Unrecorded) -> bool {
+        let Some(cursor) = pending.cursor else { return true };
+        let outcome = if pending.delivered > 0 {
+            Outcome::Delivered { cursor, status: pending.status, count: pending.delivered }
+        } else {
+            Outcome::Skipped { cursor, note: None }
+        };
+        let held = self.record(ctx, &outcome).await;
+        if held {
+            self.webhook.cursor = cursor;
+            if pending.delivered > 0 {
+                self.webhook.failures = 0;
+            }
+        }
+        held
+    }
+
     /// Records `outcome`; false when this server no longer holds the lease.
-    async fn finish(&self, ctx: &WriteContext, outcome: Outcome) -> bool {
-        let (id, owner) = (self.webhook.id.clone(), self.owner.clone());
+    async fn record(&self, ctx: &WriteContext, outcome: &Outcome) -> bool {
+        let (id, owner, outcome) = (self.webhook.id.clone(), self.owner.clone(), outcome.clone());
         let now = crate::time::now_ms();
         let until = now + self.settings.lease.as_millis() as i64;
         if let Outcome::Failed { error, .. } = &outcome {

@@ -4,8 +4,8 @@
 
 use crate::store::{DbError, Tx, Value};
 
-/// A webhook's row.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A webhook's row (its `Debug` leaves the secret out).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Webhook {
     pub id: String,
     pub url: String,
@@ -26,6 +26,12 @@ pub struct Webhook {
     pub last_error: Option<String>,
     pub delivered: i64,
     pub last_delivered_at: Option<i64>,
+}
+
+impl std::fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Webhook").field("id", &self.id).field("url", &self.url).field("cursor", &self.cursor).finish()
+    }
 }
 
 const COLUMNS: &str = "id, url, types, actions, secret, feed_cursor, state, created_at, failures, failing_since, \
@@ -112,20 +118,27 @@ pub fn resume(tx: &mut dyn Tx, id: &str) -> Result<bool, DbError> {
     )? > 0)
 }
 
-/// Takes (or renews) the lease of webhook `id` for `owner` until `until`, unless another server
-/// holds it still; true when `owner` holds it now.
-pub fn lease(tx: &mut dyn Tx, id: &str, owner: &str, now: i64, until: i64) -> Result<bool, DbError> {
-    Ok(tx.execute(
+/// Takes the lease of webhook `id` for `owner` until `until`, when it is active, due at `now`
+/// and no other server holds it; returns the webhook as it is now (read in the same
+/// transaction: its cursor and failures are those its deliveries go on from), or `None`.
+pub fn lease(tx: &mut dyn Tx, id: &str, owner: &str, now: i64, until: i64) -> Result<Option<Webhook>, DbError> {
+    let taken = tx.execute(
         "UPDATE coursed_webhooks SET lease_owner = ?, lease_until = ? \
-         WHERE id = ? AND state = 'active' AND (lease_until < ? OR lease_owner = ?)",
+         WHERE id = ? AND state = 'active' AND next_at <= ? AND (lease_until < ? OR lease_owner = ?)",
         &[
             Value::Text(owner.to_owned()),
             Value::Int(until),
             Value::Text(id.to_owned()),
             Value::Int(now),
+            Value::Int(now),
             Value::Text(owner.to_owned()),
         ],
-    )? > 0)
+    )? > 0;
+    if taken {
+        get(tx, id)
+    } else {
+        Ok(None)
+    }
 }
 
 /// Gives the lease up (the next due server may take it at once).
@@ -140,10 +153,12 @@ pub fn release(tx: &mut dyn Tx, id: &str, owner: &str) -> Result<(), DbError> {
 /// What one delivery attempt ended in.
 #[derive(Debug, Clone)]
 pub enum Outcome {
-    /// A 2xx: the cursor moves to the revision's place.
-    Delivered { cursor: i64, status: u16 },
-    /// Revisions the filter leaves out: the cursor moves past them, nothing was sent.
-    Skipped { cursor: i64 },
+    /// `count` revisions answered with a 2xx (the last with `status`): the cursor moves to the
+    /// place of the last (or past left-out revisions after it).
+    Delivered { cursor: i64, status: u16, count: i64 },
+    /// Revisions the filter leaves out (or that were pruned before they were delivered, which
+    /// `note` says): the cursor moves past them, nothing was sent.
+    Skipped { cursor: i64, note: Option<String> },
     /// Anything else: tried again from `next_at` on; `failing` once failures lasted too long.
     Failed { status: Option<u16>, error: String, next_at: i64, failing_after: i64 },
 }
@@ -158,28 +173,38 @@ pub fn record(
     until: i64,
     outcome: &Outcome,
 ) -> Result<bool, DbError> {
-    let held = |tx: &mut dyn Tx, sql: &str, mut params: Vec<Value>| -> Result<bool, DbError> {
+    // Only the holder of the lease records, and a cursor never moves backwards (a holder that
+    // started from an older cursor than the row's has lost a race: nothing is recorded).
+    let held = |tx: &mut dyn Tx, sql: &str, mut params: Vec<Value>, cursor: Option<i64>| -> Result<bool, DbError> {
         params.extend([Value::Text(id.to_owned()), Value::Text(owner.to_owned())]);
-        Ok(tx.execute(&format!("{sql} WHERE id = ? AND lease_owner = ?"), &params)? > 0)
+        let mut sql = format!("{sql} WHERE id = ? AND lease_owner = ?");
+        if let Some(cursor) = cursor {
+            sql.push_str(" AND feed_cursor <= ?");
+            params.push(Value::Int(cursor));
+        }
+        Ok(tx.execute(&sql, &params)? > 0)
     };
     match outcome {
-        Outcome::Delivered { cursor, status } => held(
+        Outcome::Delivered { cursor, status, count } => held(
             tx,
             "UPDATE coursed_webhooks SET feed_cursor = ?, failures = 0, failing_since = NULL, next_at = 0, \
-             last_attempt_at = ?, last_status = ?, last_error = NULL, delivered = delivered + 1, \
+             last_attempt_at = ?, last_status = ?, last_error = NULL, delivered = delivered + ?, \
              last_delivered_at = ?, lease_until = ?",
             vec![
                 Value::Int(*cursor),
                 Value::Int(now),
                 Value::Int(i64::from(*status)),
+                Value::Int(*count),
                 Value::Int(now),
                 Value::Int(until),
             ],
+            Some(*cursor),
         ),
-        Outcome::Skipped { cursor } => held(
+        Outcome::Skipped { cursor, note } => held(
             tx,
-            "UPDATE coursed_webhooks SET feed_cursor = ?, lease_until = ?",
-            vec![Value::Int(*cursor), Value::Int(until)],
+            "UPDATE coursed_webhooks SET feed_cursor = ?, lease_until = ?, last_error = coalesce(?, last_error)",
+            vec![Value::Int(*cursor), Value::Int(until), note.clone().map_or(Value::Null, Value::Text)],
+            Some(*cursor),
         ),
         Outcome::Failed { status, error, next_at, failing_after } => held(
             tx,
@@ -196,6 +221,7 @@ pub fn record(
                 Value::Int(now),
                 Value::Int(now - failing_after),
             ],
+            None,
         ),
     }
 }

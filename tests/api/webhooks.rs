@@ -120,8 +120,8 @@ fn quick() -> Settings {
     }
 }
 
-fn deliveries(t: &TestApp, settings: Settings) -> tokio::task::JoinHandle<()> {
-    deliver::spawn(t.app.db.clone(), coursed::render::Base::new("http", "localhost:8080").unwrap(), settings)
+fn deliveries(t: &TestApp, settings: Settings) -> deliver::Deliveries {
+    deliver::spawn(t.app.db.clone(), coursed::render::Base::new("http", "localhost:8080").unwrap(), settings).unwrap()
 }
 
 /// `coursed webhook ARGS --database DB`: success, stdout, stderr.
@@ -210,7 +210,7 @@ async fn every_change_is_posted_signed_in_feed_order() {
         "{listed}"
     );
     assert!(!listed.contains(&secret), "the list never shows the secret");
-    running.abort();
+    drop(running);
 }
 
 on_both!(a_filter_keeps_its_types_and_actions_and_moves_past_the_rest);
@@ -236,7 +236,7 @@ async fn a_filter_keeps_its_types_and_actions_and_moves_past_the_rest() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].body["data"]["attributes"]["action"], "delete");
     assert_eq!(got[0].body["data"]["relationships"]["resource"]["data"]["type"], "subjects");
-    running.abort();
+    drop(running);
 }
 
 on_both!(a_failing_receiver_gets_each_revision_again_until_it_takes_it_in_order);
@@ -264,7 +264,7 @@ async fn a_failing_receiver_gets_each_revision_again_until_it_takes_it_in_order(
     until("the list caught up", || webhook(&t, &["list"]).1.contains("3 delivered")).await;
     let (_, listed, _) = webhook(&t, &["list"]);
     assert!(listed.contains(&id) && listed.contains("0 failures in a row"), "{listed}");
-    running.abort();
+    drop(running);
 }
 
 on_both!(a_dead_or_slow_receiver_holds_up_no_other_webhook);
@@ -292,7 +292,7 @@ async fn a_dead_or_slow_receiver_holds_up_no_other_webhook() {
         listed.contains("cannot connect") && listed.contains("no answer within 1 s")
     })
     .await;
-    running.abort();
+    drop(running);
 }
 
 on_both!(a_webhook_failing_for_long_is_marked_failing_until_resumed);
@@ -312,7 +312,7 @@ async fn a_webhook_failing_for_long_is_marked_failing_until_resumed() {
     assert!(ok, "{err}");
     until("the revision delivered after resume", || r.got().len() > tried).await;
     until("active again", || webhook(&t, &["list"]).1.contains("state: active")).await;
-    running.abort();
+    drop(running);
 }
 
 on_both!(two_servers_deliver_one_webhook_one_request_at_a_time_in_order);
@@ -332,8 +332,7 @@ async fn two_servers_deliver_one_webhook_one_request_at_a_time_in_order() {
     let places = cursors(&got);
     assert!(places.windows(2).all(|w| w[0] < w[1]), "{places:?}");
     assert!(!r.overlapped.load(Ordering::SeqCst), "two requests of one webhook were in flight at once");
-    one.abort();
-    two.abort();
+    drop((one, two));
 }
 
 on_both!(the_command_checks_what_it_is_given_and_tests_a_receiver);
@@ -366,4 +365,50 @@ async fn the_command_checks_what_it_is_given_and_tests_a_receiver() {
     let (ok, _, err) = webhook(&t, &["remove", &id]);
     assert!(ok, "{err}");
     assert!(webhook(&t, &["list"]).1.contains("no webhooks"));
+}
+
+on_both!(a_stopped_server_gives_its_leases_up_and_another_goes_on_at_once);
+async fn a_stopped_server_gives_its_leases_up_and_another_goes_on_at_once() {
+    let t = TestApp::new().await;
+    let replica = t.replica(Duration::from_secs(5)).await;
+    let r = Receiver::start(|_| (200, Duration::from_millis(5)));
+    add(&t, &r.url(), &[]);
+    // A long lease: only giving it up lets the other server take over within the test.
+    let first = deliveries(&t, Settings { lease: Duration::from_secs(120), ..quick() });
+    t.module("Delivered by the first").await;
+    until("the first delivery", || r.got().len() == 1).await;
+    drop(first);
+    let _second = deliveries(&replica, Settings { lease: Duration::from_secs(120), ..quick() });
+    let started = Instant::now();
+    replica.module("Delivered by the second").await;
+    until("the second delivery", || r.got().len() == 2).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    let places = cursors(&r.got());
+    assert!(places[0] < places[1]);
+}
+
+on_both!(revisions_pruned_before_their_delivery_are_passed_over);
+async fn revisions_pruned_before_their_delivery_are_passed_over() {
+    let t = TestApp::new().await;
+    let r = Receiver::start(|_| (503, Duration::ZERO));
+    let (id, _) = add(&t, &r.url(), &[]);
+    let running = deliveries(&t, quick());
+    t.module("Pruned before it was taken").await;
+    until("a failed attempt", || !r.got().is_empty()).await;
+    drop(running);
+    let prune = Command::new(env!("CARGO_BIN_EXE_coursed"))
+        .args(["history", "prune", "--before", "2999-01-01", "--database", &t.database])
+        .output()
+        .unwrap();
+    assert!(prune.status.success(), "{}", String::from_utf8_lossy(&prune.stderr));
+    let tried = r.got().len();
+    r.behave(ok);
+    assert!(webhook(&t, &["resume", &id]).0);
+    let _running = deliveries(&t, quick());
+    t.module("Written after the prune").await;
+    until("the next revision", || r.got().len() > tried).await;
+    let got = r.got();
+    let titles: Vec<&Value> =
+        got[tried..].iter().map(|g| &g.body["data"]["attributes"]["changes"]["title"]["after"]).collect();
+    assert_eq!(titles, [&json!("Written after the prune")], "the pruned revision is not sent");
 }

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Webhooks under load, on SQLite and (when its server binaries are installed) PostgreSQL:
+
+- W4 and W5 (wrk, as bench.py runs them) on coursed with 3 webhooks to local receivers against
+  coursed without any, alternating in each round, each start on a fresh copy of the same data;
+  target: with / without >= 0.95. The receivers (examples/webhook_load.rs) take every delivery
+  on keep-alive connections and answer 204. They stand for other systems, which run on other
+  machines: here they share the two cores, so they run at a lower priority (nice 10), as the
+  deliveries themselves do, and take what the requests leave.
+- The lag of deliveries (from a revision's commit to its receipt) with 3 webhooks while
+  subjects are created at 500 per second for 20 s; target: p99 <= 2 s.
+
+    bench/webhooks.py [--rounds 2] [--no-pg] [--rate 500] [--seconds 20]
+
+Build first: cargo build --release --bin coursed --example webhook_load (bench/webhooks.sh does).
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+import pg
+from bench import coursed_bin, fresh_copy, generate
+from servers import Server, log, run
+from workloads import TOKEN, first_id, wrk
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+RECEIVERS = 3
+MIN_RATIO, MAX_LAG_P99_MS = 0.95, 2000
+
+
+class Receivers:
+    """examples/webhook_load with RATE 0: adds the webhooks, then takes deliveries until stopped."""
+
+    def __init__(self, args, database, addr, module, seconds=600):
+        argv = [os.path.join(args.target_dir, args.profile, "examples", "webhook_load"), coursed_bin(args), database,
+                addr, TOKEN, module, str(RECEIVERS), "0", str(seconds)]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     preexec_fn=lambda: os.nice(10))
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready"):
+            raise SystemExit(f"the receivers did not start: {line}{self.proc.stderr.read()}")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def server(args, name, database, prepare):
+    argv = [coursed_bin(args), "serve", "--port", "0", "--database", database, "--token", TOKEN,
+            "--log-level", "warn", "--access-log", "off"]
+    return Server(name, argv, ready_line="listening on http://", prepare=prepare)
+
+
+def throughput(args, engine, database, prepare, data_dir, out):
+    """{(variant, workload): [rps per round]}."""
+    module = first_id(data_dir, "module_ids.txt")
+    rps = {}
+    for rnd in range(1, args.rounds + 1):
+        for variant in ("without", "with"):
+            s = server(args, f"{engine}-{variant}", database, prepare)
+            s.prepare()
+            s.start(os.path.join(out, f"{engine}-{variant}-{rnd}.log"))
+            receivers = Receivers(args, database, f"127.0.0.1:{s.port}", module) if variant == "with" else None
+            try:
+                for w in ("W4", "W5"):
+                    r = wrk(s, w, args, data_dir, out, f"{engine}-{variant}-{rnd}")
+                    if r["non2xx"] or r["socket_errors"]:
+                        raise SystemExit(f"{engine} {variant} {w}: {r['non2xx']} unexpected statuses, "
+                                         f"{r['socket_errors']} socket errors")
+                    rps.setdefault((variant, w), []).append(r["rps"])
+                    log(f"   {engine:8} {variant:8} {w}  {r['rps']:8.1f} req/s  p99 {r['p99_ms']:6.2f} ms  "
+                        f"busy {r['machine_busy_pct']}%")
+            finally:
+                if receivers:
+                    receivers.stop()
+                s.stop()
+    return rps
+
+
+def lag(args, engine, database, prepare, data_dir, out):
+    """The line examples/webhook_load prints at --rate for --seconds."""
+    s = server(args, f"{engine}-lag", database, prepare)
+    s.prepare()
+    s.start(os.path.join(out, f"{engine}-lag.log"))
+    try:
+        argv = [os.path.join(args.target_dir, args.profile, "examples", "webhook_load"), coursed_bin(args), database,
+                f"127.0.0.1:{s.port}", TOKEN, first_id(data_dir, "module_ids.txt"), str(RECEIVERS), str(args.rate),
+                str(args.seconds)]
+        done = subprocess.run(argv, capture_output=True, text=True, check=True)
+        return done.stdout.strip().splitlines()[-1]
+    finally:
+        s.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--no-pg", action="store_true")
+    ap.add_argument("--rate", type=int, default=500)
+    ap.add_argument("--seconds", type=int, default=20)
+    ap.add_argument("--duration", default="10s")
+    ap.add_argument("--warmup", default="3s")
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--idle-wait", type=int, default=30)
+    ap.add_argument("--profile", default="release")
+    ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")))
+    args = ap.parse_args()
+    args.baseline = None
+    work = os.path.join(os.environ.get("BENCH_WORK", "/tmp/coursed-bench"), "webhooks")
+    out = os.path.join(work, "results")
+    data_dir = os.path.join(work, "data-100-100-5")
+    os.makedirs(out, exist_ok=True)
+    os.makedirs(data_dir, exist_ok=True)
+    pristine = os.path.join(data_dir, "coursed.db")
+    generate(args, pristine, data_dir, 100, 100, 5)
+
+    engines = []
+    run_db = os.path.join(work, "run.db")
+    engines.append(("sqlite", run_db, lambda: fresh_copy(pristine, run_db)))
+    cluster = None
+    if not args.no_pg and pg.bindir():
+        cluster = pg.Cluster(os.path.join(work, "pg"), log).start()
+        cluster.sql("CREATE DATABASE coursed_pristine")
+        run([coursed_bin(args), "copy", "--from", pristine, "--to", cluster.url("coursed_pristine")])
+        cluster.sql("VACUUM ANALYZE", db="coursed_pristine")
+        engines.append(("postgres", cluster.url("coursed_work"),
+                        lambda: cluster.fresh("coursed_work", "coursed_pristine")))
+    elif not args.no_pg:
+        log("no PostgreSQL server binaries: SQLite only")
+    missed = []
+    lines = ["| engine | W4 with / without | W5 with / without | delivery lag |", "|---|---:|---:|---|"]
+    try:
+        for engine, database, prepare in engines:
+            rps = throughput(args, engine, database, prepare, data_dir, out)
+            ratios = {}
+            for w in ("W4", "W5"):
+                ratios[w] = statistics.median(rps[("with", w)]) / statistics.median(rps[("without", w)])
+                if ratios[w] < MIN_RATIO:
+                    missed.append(f"{engine} {w}")
+            said = lag(args, engine, database, prepare, data_dir, out)
+            log(f"   {engine}: {said}")
+            p99 = int(said.split(" p99 ")[1].split()[0])
+            if p99 > MAX_LAG_P99_MS:
+                missed.append(f"{engine} lag")
+            rounds = lambda w: ", ".join(f"{a / b:.2f}" for a, b in zip(rps[("with", w)], rps[("without", w)]))
+            lines.append(f"| {engine} | {ratios['W4']:.2f} ({rounds('W4')}) | {ratios['W5']:.2f} ({rounds('W5')}) | "
+                         f"{said} |")
+    finally:
+        if cluster:
+            cluster.stop()
+    print(f"\n{RECEIVERS} webhooks to local receivers; W4/W5 medians of {args.rounds} rounds (each round's ratio in "
+          f"brackets); targets: >= {MIN_RATIO}, lag p99 <= {MAX_LAG_P99_MS} ms at {args.rate} creates/s\n")
+    print("\n".join(lines))
+    print("\nmissed: " + ", ".join(missed) if missed else "\nevery target met")
+    sys.exit(1 if missed else 0)
+
+
+if __name__ == "__main__":
+    main()
