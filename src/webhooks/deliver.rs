@@ -118,6 +118,7 @@ async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Arc<std::sync
     let owner = uuid::Uuid::new_v4().to_string();
     let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut running = tokio::task::JoinSet::new();
+    let pages = Arc::new(Pages::default());
     let settings = Arc::new(settings);
     let mut tick = tokio::time::interval(settings.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -138,6 +139,7 @@ async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Arc<std::sync
             }
             let delivery = Delivery {
                 db: db.clone(),
+                pages: pages.clone(),
                 base: base.clone(),
                 settings: settings.clone(),
                 owner: owner.clone(),
@@ -176,11 +178,70 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// One webhook's deliveries while this server holds its lease.
 struct Delivery {
     db: Db,
+    pages: Arc<Pages>,
     base: Base,
     settings: Arc<Settings>,
     owner: String,
     webhook: Webhook,
     stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+/// A page of the feed, and the floor when what was asked for was pruned.
+type Read = (history::FeedPage, Option<i64>);
+
+/// The pages of the feed this server's webhooks read lately: webhooks that wait at the same
+/// place (as they do while they keep up) read each page once, not once each.
+#[derive(Default)]
+struct Pages {
+    /// Newest last.
+    kept: Mutex<Vec<Kept>>,
+}
+
+/// A page read: after which place, of which types, when, and what it holds.
+type Kept = (i64, Vec<&'static str>, std::time::Instant, Arc<Read>);
+
+/// How long a page read is shared (a page only grows at its end, so an older copy is a shorter
+/// page, never a wrong one), and how many are kept at most.
+const PAGE_SHARED: Duration = Duration::from_millis(250);
+const PAGES_KEPT: usize = 8;
+
+impl Pages {
+    /// The page of `types` after `after`: a copy read in the last moments, or a new read. A page
+    /// with no revision is never shared: a webhook that finds nothing new asks again.
+    async fn read(
+        &self,
+        db: &Db,
+        after: i64,
+        types: &[&'static resources::ResourceType],
+    ) -> crate::error::Result<Arc<Read>> {
+        let names: Vec<&'static str> = types.iter().map(|t| t.name).collect();
+        let shared = lock(&self.kept)
+            .iter()
+            .find(|(a, n, at, _)| *a == after && *n == names && at.elapsed() < PAGE_SHARED)
+            .map(|(_, _, _, read)| read.clone());
+        if let Some(read) = shared {
+            return Ok(read);
+        }
+        let types = types.to_vec();
+        let read = Arc::new(
+            db.read(move |tx| {
+                let page = history::feed(tx, after, PAGE, &types)?;
+                // Revisions pruned before they were delivered: on from the oldest kept.
+                let floor = if page.pruned { Some(history::floor(tx)?) } else { None };
+                Ok((page, floor))
+            })
+            .await?,
+        );
+        if !read.0.revisions.is_empty() {
+            let mut kept = lock(&self.kept);
+            kept.retain(|(_, _, at, _)| at.elapsed() < PAGE_SHARED);
+            if kept.len() >= PAGES_KEPT {
+                kept.remove(0);
+            }
+            kept.push((after, names, std::time::Instant::now(), read.clone()));
+        }
+        Ok(read)
+    }
 }
 
 /// What was delivered and not yet recorded.
@@ -226,17 +287,7 @@ impl Delivery {
         let mut recorded_at = std::time::Instant::now();
         loop {
             let after = pending.cursor.unwrap_or(self.webhook.cursor);
-            let page = {
-                let types = types.clone();
-                self.db.read(move |tx| {
-                    let page = history::feed(tx, after, PAGE, &types)?;
-                    // Revisions pruned before they were delivered: on from the oldest kept.
-                    let floor = if page.pruned { Some(history::floor(tx)?) } else { None };
-                    Ok((page, floor))
-                })
-            }
-            .await;
-            let (page, floor) = match page {
+            let read = match self.pages.read(&self.db, after, &types).await {
                 Ok(read) => read,
                 Err(e) => {
                     log::warn!("webhook {}: cannot read the change feed: {e}", self.webhook.id);
@@ -245,6 +296,7 @@ impl Delivery {
                     return;
                 }
             };
+            let (page, floor) = (&read.0, read.1);
             if let Some(floor) = floor {
                 let note =
                     format!("the revisions after cursor {after} up to {floor} were pruned before they were delivered");
