@@ -19,7 +19,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 #[path = "load/mod.rs"]
 mod load;
-use load::{find, now_ms, parse_ms, write};
+use load::{content_length, find, now_ms, parse_ms, write};
 
 /// What the receivers took: the lag of each delivery, in ms.
 type Lags = Arc<Mutex<Vec<u32>>>;
@@ -32,13 +32,7 @@ async fn receive(mut s: TcpStream, lags: Lags) {
         // A head, then the body its Content-Length says.
         let (head_end, length) = loop {
             if let Some(h) = find(&pending, b"\r\n\r\n") {
-                let head = String::from_utf8_lossy(&pending[..h]).to_ascii_lowercase();
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| l.strip_prefix("content-length:"))
-                    .and_then(|v| v.trim().parse().ok())
-                    .unwrap_or(0);
-                break (h + 4, length);
+                break (h + 4, content_length(&pending[..h]));
             }
             match s.read(&mut buf).await {
                 Ok(0) | Err(_) => return,

@@ -29,6 +29,15 @@ pub fn parse_ms(s: &[u8]) -> Option<i64> {
     Some(((days * 86_400 + hh * 3600 + mm * 60 + ss) * 1000) + ms)
 }
 
+/// The Content-Length of an HTTP head (0 when it has none).
+pub fn content_length(head: &[u8]) -> usize {
+    String::from_utf8_lossy(head)
+        .to_ascii_lowercase()
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:").and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0)
+}
+
 pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
@@ -73,14 +82,9 @@ pub async fn write(addr: String, token: String, module: String, rate: u64, secon
                     }
                     got.extend_from_slice(&buf[..n]);
                     if let Some(h) = find(&got, b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&got[..h]).to_ascii_lowercase();
-                        let len: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse().ok())
-                            .unwrap_or(0);
+                        let len = content_length(&got[..h]);
                         if got.len() >= h + 4 + len {
-                            if head.starts_with("http/1.1 201") {
+                            if got.starts_with(b"HTTP/1.1 201") {
                                 made.fetch_add(1, Ordering::Relaxed);
                             }
                             break;

@@ -91,7 +91,7 @@ impl File {
         File { path, content_type, plain, gzip, brotli, tag }
     }
 
-    fn body(&self, coding: Option<Coding>) -> (&[u8], String) {
+    fn body(&'static self, coding: Option<Coding>) -> (&'static [u8], String) {
         match coding {
             Some(Coding::Gzip) => (&self.gzip, format!("{}{}\"", self.tag, Coding::Gzip.tag_suffix())),
             Some(Coding::Brotli) => (&self.brotli, format!("{}{}\"", self.tag, Coding::Brotli.tag_suffix())),
@@ -145,7 +145,7 @@ impl Console {
     }
 
     /// The bytes of every file in `coding`, in all (what a browser loading it cold receives).
-    pub fn size(&self, coding: Option<Coding>) -> usize {
+    pub fn size(&'static self, coding: Option<Coding>) -> usize {
         std::iter::once(&self.page).chain(&self.assets).map(|f| f.body(coding).0.len()).sum()
     }
 }
@@ -206,7 +206,8 @@ pub async fn serve(method: Method, path: &str, headers: HeaderMap, compression: 
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
     } else {
-        let mut r = Response::new(body.to_vec().into());
+        // The console lives for the whole process: its bytes are sent without a copy.
+        let mut r = Response::new(bytes::Bytes::from_static(body).into());
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(file.content_type));
         if let Some(c) = coding {
             // Said here: the way out (see `web`) leaves an encoded response as it is.

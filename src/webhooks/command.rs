@@ -87,18 +87,18 @@ pub fn table(webhooks: &[Webhook]) -> String {
 
 /// Removes the webhook `id`.
 pub fn remove(database: &str, id: &str) -> Result<(), String> {
-    let owned = id.to_owned();
-    if on_database(database, false, true, move |tx| store::remove(tx, &owned))? {
-        Ok(())
-    } else {
-        Err(missing(database, id))
-    }
+    change(database, id, store::remove)
 }
 
 /// Makes a failing webhook active again, tried at once.
 pub fn resume(database: &str, id: &str) -> Result<(), String> {
+    change(database, id, store::resume)
+}
+
+/// Runs `f` on the webhook `id`; an error naming it when there is none.
+fn change(database: &str, id: &str, f: fn(&mut dyn Tx, &str) -> Result<bool, DbError>) -> Result<(), String> {
     let owned = id.to_owned();
-    if on_database(database, false, true, move |tx| store::resume(tx, &owned))? {
+    if on_database(database, false, true, move |tx| f(tx, &owned))? {
         Ok(())
     } else {
         Err(missing(database, id))

@@ -516,6 +516,30 @@ test('a change of text reads as a diff of whole words, what went before what cam
   await page.context().close();
 });
 
+test('leaving a form with unsaved changes asks first, and staying keeps them', async () => {
+  const context = await browser.newContext({ locale: 'en-US' });
+  const page = await context.newPage();
+  page.on('request', (r) => requested.push(r.url()));
+  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  const asked = [];
+  page.on('dialog', (d) => {
+    asked.push(d.message());
+    d.dismiss();
+  });
+  await signIn(page, WRITER, `/console/subjects/${subjectId}/edit`);
+  await view(page, /^Edit “/);
+  await page.getByLabel('Introduction').fill('Not saved yet.');
+  await page.getByRole('link', { name: 'Modules', exact: true }).first().click();
+  // Back, as the browser's button does: the entry before this view is another page, so the
+  // browser asks (its own question, with no text of ours: `beforeunload`).
+  await page.evaluate(() => window.history.back());
+  for (let i = 0; asked.length < 2 && i < 100; i += 1) await page.waitForTimeout(20);
+  assert.deepEqual(asked, ['Leave this page? Your changes are not saved.', '']);
+  await view(page, /^Edit “/);
+  assert.equal(await page.getByLabel('Introduction').inputValue(), 'Not saved yet.');
+  await context.close();
+});
+
 test('a read-only token sees everything and no control that would fail', async () => {
   const page = await tab();
   await signIn(page, reader);
