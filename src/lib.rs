@@ -6,11 +6,14 @@
 //! integration tests both go through these two.
 
 pub mod app;
+pub mod background;
 pub mod backup;
 pub mod bundle;
 pub mod cli;
+pub mod client;
 pub mod dataset;
 pub mod error;
+pub mod follow;
 pub mod history;
 pub mod http;
 pub mod jsonapi;

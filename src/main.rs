@@ -33,7 +33,13 @@ fn main() -> ExitCode {
             format!("backed up {c} from {from} to {}", a.output.display())
         }),
         Command::Export(a) => {
-            let exported = coursed::bundle::export(&a.database, &a.output, a.force, a.history);
+            use coursed::bundle::Contents;
+            let contents = match (a.since, a.history) {
+                (Some(since), _) => Contents::Delta { since },
+                (None, true) => Contents::WithHistory,
+                (None, false) => Contents::Catalogue,
+            };
+            let exported = coursed::bundle::export(&a.database, &a.output, a.force, contents);
             let from = coursed::store::display_name(&a.database);
             return match exported {
                 Ok(c) => {
@@ -53,6 +59,11 @@ fn main() -> ExitCode {
         }
         Command::Token(t) => return token(t),
         Command::Webhook(w) => return webhook(w),
+        Command::Follow(a) => match (a.forget, a.upstream, a.token) {
+            (true, _, _) => coursed::follow::forget_command(&a.database),
+            (false, Some(upstream), Some(token)) => coursed::follow::catch_up_once(&a.database, &upstream, &token),
+            _ => Err("--upstream and --token are both needed".into()),
+        },
         Command::History(coursed::cli::HistoryCommand::Prune(a)) => {
             coursed::history::prune_command(&a.database, &a.before)
         }
@@ -115,6 +126,14 @@ fn serve(args: ServeArgs) -> ExitCode {
                  receivers cannot reach; set --public-url"
             );
         }
+        // Stopped when dropped, after the server.
+        let _follower = match (&args.follow, &args.follow_token) {
+            (Some(url), Some(token)) => {
+                log::info!("following {url}: writes to the catalogue here are refused");
+                Some(coursed::follow::spawn(app.db.clone(), url, token, app.follow.clone())?)
+            }
+            _ => None,
+        };
         let base = app.public_url.clone().or_else(|| coursed::render::Base::new("http", &addr.to_string()));
         // Stopped when dropped, after the server.
         let _deliveries = match base {

@@ -45,6 +45,8 @@ pub struct App {
     pub large_documents: Arc<tokio::sync::Semaphore>,
     /// The live streams of the change feed.
     pub streams: Arc<Streams>,
+    /// What the catalogue follows, if anything (writes are then refused).
+    pub follow: Arc<crate::follow::Status>,
 }
 
 /// What a handler may tell the connection it answers on (the server implements it; `http`
@@ -82,6 +84,7 @@ impl App {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             large_documents: Arc::new(tokio::sync::Semaphore::new(LARGE_DOCUMENTS)),
             streams: Arc::new(Streams::new(streams::DEFAULT_MAX_STREAMS)),
+            follow: Arc::default(),
         }
     }
 

@@ -23,7 +23,7 @@ pub struct Line {
 }
 
 impl Line {
-    fn id(&self) -> &str {
+    pub fn id(&self) -> &str {
         match &self.row[0] {
             Value::Text(id) => id,
             _ => "",
@@ -86,7 +86,7 @@ impl<'t> Apply<'t> {
         for (n, more) in inserted.0.iter_mut().zip(self.upserted.0) {
             *n += more;
         }
-        Ok((super::Imported { inserted, updated: self.updated, revisions: None }, self.seen))
+        Ok((super::Imported { inserted, updated: self.updated, revisions: None, applied: None }, self.seen))
     }
 
     /// Writes every line pushed so far and lends the transaction (to the revisions that follow
@@ -114,14 +114,7 @@ impl<'t> Apply<'t> {
         }
         // A merge writes the batch as one upsert: new ids inserted, known ones replaced.
         let (total, updates) = (batch.len() as u64, batch.iter().filter(|l| existing.contains(l.id())).count() as u64);
-        let columns = crate::store::bulk::stored_columns(rt);
-        let sql = format!(
-            "{} ON CONFLICT (id) DO UPDATE SET {}",
-            crate::store::dialect::insert_rows(rt.table, &columns, batch.len()),
-            columns[1..].iter().map(|c| format!("{c} = excluded.{c}")).collect::<Vec<_>>().join(", ")
-        );
-        let rows: Vec<Value> = batch.into_iter().flat_map(|l| l.row).collect();
-        self.loader.tx().execute(&sql, &rows).map_err(span)?;
+        upsert(self.loader.tx(), rt, batch).map_err(span)?;
         let i = TYPES.iter().position(|t| std::ptr::eq(*t, rt)).unwrap_or(0);
         self.updated.0[i] += updates;
         self.upserted.0[i] += total - updates;
@@ -219,6 +212,22 @@ impl<'t> Apply<'t> {
         }
         Ok(existing)
     }
+}
+
+/// Writes the rows of `lines` (all of type `rt`, ids distinct) as one statement: ids the target
+/// does not hold are inserted, the others replaced (every column the row has).
+pub(crate) fn upsert(tx: &mut dyn Tx, rt: &'static ResourceType, lines: Vec<Line>) -> Result<(), DbError> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let columns = crate::store::bulk::stored_columns(rt);
+    let sql = format!(
+        "{} ON CONFLICT (id) DO UPDATE SET {}",
+        crate::store::dialect::insert_rows(rt.table, &columns, lines.len()),
+        columns[1..].iter().map(|c| format!("{c} = excluded.{c}")).collect::<Vec<_>>().join(", ")
+    );
+    let rows: Vec<Value> = lines.into_iter().flat_map(|l| l.row).collect();
+    tx.execute(&sql, &rows).map(drop)
 }
 
 /// Why a batch was refused: a line's fault, or the database's.

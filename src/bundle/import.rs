@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Read};
 use serde_json::Value as Json;
 
 use super::apply::{Apply, Line};
-use super::{FORMAT, PLAIN, VERSION};
+use super::{DELTA, FORMAT, PLAIN, VERSION};
 use crate::error::Source;
 use crate::jsonapi::body::{self, Mode};
 use crate::jsonapi::query::normalize_id;
@@ -37,10 +37,20 @@ pub struct Imported {
     pub updated: Counts,
     /// The revisions of the bundle's history written, when it carries one.
     pub revisions: Option<u64>,
+    /// A delta's revisions applied, and the follower's cursor after.
+    pub applied: Option<(u64, i64)>,
 }
 
 impl std::fmt::Display for Imported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some((n, cursor)) = self.applied {
+            return match n {
+                0 => {
+                    write!(f, "nothing to apply: it has every revision of this delta already (its cursor is {cursor})")
+                }
+                n => write!(f, "applied {n} revisions of the delta; its cursor is {cursor}"),
+            };
+        }
         write!(f, "inserted {}; updated {}", self.inserted, self.updated)?;
         match self.revisions {
             Some(n) => write!(f, "; their history: {n} revisions"),
@@ -67,7 +77,16 @@ pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, St
     let Some((number, first)) = lines.next()? else {
         return Err("the bundle is empty: it has no header line".into());
     };
-    let has_history = check_header(number, first)?;
+    let has_history = match check_header(number, first)? {
+        Header::Plain => false,
+        Header::History => true,
+        Header::Delta(delta) => {
+            if opts.merge || opts.no_history {
+                return Err("a delta is applied as it is: --merge and --no-history are for other bundles".into());
+            }
+            return import_delta(database, lines, delta, opts.dry_run);
+        }
+    };
     let carry = has_history && !opts.no_history;
     if carry && opts.merge {
         return Err("the bundle carries a history, which cannot be merged into another: import it into a \
@@ -172,8 +191,22 @@ impl<R: Read> Lines<R> {
     }
 }
 
-/// Checks the header; returns whether the bundle carries a history.
-fn check_header(number: u64, bytes: &[u8]) -> Result<bool, String> {
+/// What a header says the bundle holds.
+enum Header {
+    Plain,
+    History,
+    Delta(Delta),
+}
+
+/// A delta's header: the feed, and the cursors its revisions go from (excluded) and to.
+struct Delta {
+    feed: String,
+    since: i64,
+    until: i64,
+}
+
+/// Checks the header; says what the bundle holds.
+fn check_header(number: u64, bytes: &[u8]) -> Result<Header, String> {
     let expected = format!(r#"the first line must be the header {{"format":"{FORMAT}","version":{PLAIN}}}"#);
     let header: Json =
         serde_json::from_slice(bytes).map_err(|e| format!("line {number}: not a coursed bundle ({e}); {expected}"))?;
@@ -183,12 +216,116 @@ fn check_header(number: u64, bytes: &[u8]) -> Result<bool, String> {
     let history = header.get("history").and_then(Json::as_bool).unwrap_or(false);
     match header.get("version").and_then(Json::as_u64) {
         Some(PLAIN) if history => Err(format!("line {number}: a bundle with history is of version {VERSION}")),
-        Some(v @ (PLAIN | VERSION)) => Ok(v == VERSION && history),
-        Some(v) if v > VERSION => Err(format!(
-            "line {number}: the bundle is of version {v}, newer than this coursed reads ({VERSION}); use a newer coursed"
+        Some(PLAIN) => Ok(Header::Plain),
+        Some(VERSION) if history => Ok(Header::History),
+        Some(VERSION) => Ok(Header::Plain),
+        Some(DELTA) => {
+            let cursor = |name: &str| {
+                header.get(name).and_then(Json::as_str).and_then(|c| c.parse::<i64>().ok()).filter(|c| *c >= 0)
+            };
+            let feed = header.get("feed").and_then(Json::as_str).filter(|f| !f.is_empty());
+            match (feed, cursor("since"), cursor("until")) {
+                (Some(feed), Some(since), Some(until)) if since <= until => {
+                    Ok(Header::Delta(Delta { feed: feed.to_owned(), since, until }))
+                }
+                _ => Err(format!(
+                    "line {number}: a delta's header needs \"feed\", and \"since\" and \"until\" cursors (since <= until)"
+                )),
+            }
+        }
+        Some(v) if v > DELTA => Err(format!(
+            "line {number}: the bundle is of version {v}, newer than this coursed reads ({DELTA}); use a newer coursed"
         )),
-        _ => Err(format!("line {number}: `version` must be {PLAIN} or {VERSION}; {expected}")),
+        _ => Err(format!("line {number}: `version` must be {PLAIN}, {VERSION} or {DELTA}; {expected}")),
     }
+}
+
+/// Revisions of a delta applied in one go.
+const DELTA_BATCH: usize = 1000;
+
+/// Applies a delta to a follower in one transaction (see `crate::follow`): the revisions after
+/// the follower's cursor, in order; a delta it has already is a no-op, one that begins past
+/// its cursor is refused.
+fn import_delta<R: Read>(database: &str, mut lines: Lines<R>, delta: Delta, dry_run: bool) -> Result<Imported, String> {
+    use crate::follow::{apply_batch, Applied, BUNDLES};
+    let name = display_name(database);
+    let target = Target { existing: Existing::Keep, commit: !dry_run, hint: "", by: "follow", carries_history: false };
+    let new_file = !crate::store::is_postgres_url(database) && !std::path::Path::new(database).exists();
+    let applied = crate::store::bulk_into(database, target, crate::store::COMMAND_WAIT, |tx| {
+        let following = crate::follow::get(tx).map_err(|e| format!("cannot read {name}: {e}"))?;
+        let cursor = following.as_ref().map_or(0, |f| f.cursor);
+        if let Some(f) = following.as_ref().filter(|f| f.feed != delta.feed) {
+            return Err(format!(
+                "this delta is of the feed {}, but {name} follows the feed {} (of {}): it cannot apply here",
+                delta.feed, f.feed, f.upstream
+            ));
+        }
+        if following.is_some() && delta.until <= cursor {
+            return Ok(Imported { applied: Some((0, cursor)), ..Imported::default() });
+        }
+        if delta.since > cursor {
+            return Err(format!(
+                "this delta holds the revisions after cursor {}, but {name} has applied only up to {cursor}: \
+                 import a delta since {cursor} first (coursed export --since {cursor})",
+                delta.since
+            ));
+        }
+        let (mut batch, mut read, mut applied, mut at) = (Vec::with_capacity(DELTA_BATCH), 0u64, 0u64, cursor);
+        let mut trailer = None;
+        let mut flush = |tx: &mut dyn crate::store::Tx, batch: &mut Vec<Revision>| -> Result<(), String> {
+            match apply_batch(tx, BUNDLES, &delta.feed, batch)? {
+                Applied::Moved { cursor, applied: n } => (at, applied) = (cursor, applied + n),
+                Applied::Had { cursor } => at = cursor,
+                Applied::Gap { cursor, first } => {
+                    return Err(format!("the delta skips from cursor {cursor} to {first}: it is not whole"))
+                }
+            }
+            batch.clear();
+            Ok(())
+        };
+        while let Some((number, bytes)) = lines.next()? {
+            if let Some(t) = trailer {
+                return Err(format!("line {number}: nothing may follow the trailer (line {t})"));
+            }
+            let json: Json = serde_json::from_slice(bytes).map_err(|e| format!("line {number}: not JSON: {e}"))?;
+            if json.get("counts").is_some() && json.get("type").is_none() {
+                let n = json["counts"]["revisions"].as_u64();
+                if n != Some(read) {
+                    return Err(format!(
+                        "line {number}: the trailer counts {n:?} revisions, but the delta holds {read}"
+                    ));
+                }
+                trailer = Some(number);
+                continue;
+            }
+            if json.get("type").and_then(Json::as_str) != Some("revisions") {
+                return Err(format!("line {number}: a delta holds revisions only"));
+            }
+            let mut r = history::from_object(&json).map_err(|e| format!("line {number}: revisions: {e}"))?;
+            let seq = json["meta"]["cursor"].as_str().and_then(|c| c.parse::<i64>().ok());
+            let seq = seq.filter(|s| *s > delta.since && *s <= delta.until);
+            r.seq = Some(seq.ok_or_else(|| {
+                format!("line {number}: a revision of a delta needs meta.cursor, after since and up to until")
+            })?);
+            read += 1;
+            batch.push(r);
+            if batch.len() == DELTA_BATCH {
+                flush(tx, &mut batch).map_err(|e| format!("line {number}: {e}"))?;
+            }
+        }
+        flush(tx, &mut batch)?;
+        if trailer.is_none() {
+            return Err("the delta ends without its trailer: it was cut short".into());
+        }
+        if at != delta.until {
+            return Err(format!("the delta ends at cursor {at}, not at its until ({})", delta.until));
+        }
+        Ok(Imported { applied: Some((applied, at)), ..Imported::default() })
+    });
+    if applied.is_err() && new_file {
+        crate::backup::remove_with_sidecars(std::path::Path::new(database));
+    }
+    applied
 }
 
 enum Item {
@@ -224,8 +361,16 @@ fn parse(number: u64, bytes: &[u8], history: bool) -> Result<Item, String> {
     let Some(id) = obj.get("id").and_then(Json::as_str).and_then(normalize_id) else {
         return Err(format!("line {number}: {type_name}: `id` must be a UUID string"));
     };
+    resource(number, &json, rt, id).map(Item::Resource)
+}
+
+/// The row of the resource object `json` of type `rt` and id `id`, checked by the rules of a
+/// create (line `number` names it in a fault): what a bundle's line, or a revision that a
+/// follower applies, writes.
+pub(crate) fn resource(number: u64, json: &Json, rt: &'static ResourceType, id: String) -> Result<Line, String> {
+    let type_name = rt.name;
     let at = |member: &str, detail: &str| format!("line {number}: {type_name} {id}: {member}: {detail}");
-    if let Some(rels) = obj.get("relationships").and_then(Json::as_object) {
+    if let Some(rels) = json.get("relationships").and_then(Json::as_object) {
         for name in rels.keys() {
             if rt.relationship(name).is_some_and(|r| !r.is_to_one()) {
                 let detail = "a bundle carries to-one linkage only (a child names its parent)";
@@ -233,7 +378,7 @@ fn parse(number: u64, bytes: &[u8], history: bool) -> Result<Item, String> {
             }
         }
     }
-    let changes = body::resource_data(rt, &json, Mode::Whole(&id)).map_err(|e| {
+    let changes = body::resource_data(rt, json, Mode::Whole(&id)).map_err(|e| {
         let problems: Vec<String> = e.problems.iter().map(|p| at(&member(&p.source), &p.detail)).collect();
         problems.join("; ")
     })?;
@@ -268,7 +413,7 @@ fn parse(number: u64, bytes: &[u8], history: bool) -> Result<Item, String> {
     }
     // The words the check above computed, not computed again.
     let row = crate::store::bulk::with_known_words(rt, row, &changes.words);
-    Ok(Item::Resource(Line { number, rt, row }))
+    Ok(Line { number, rt, row })
 }
 
 /// A timestamp attribute: `Some(None)` when absent (the import's time is used).

@@ -23,6 +23,8 @@ mod import;
 use std::io::Write;
 use std::path::Path;
 
+pub(crate) use self::apply::{upsert, Line};
+pub(crate) use self::import::resource as resource_row;
 pub use self::import::{import, Imported, Options};
 use crate::render::Doc;
 use crate::resources::TYPES;
@@ -31,11 +33,24 @@ use crate::store::{display_name, history, Db, DbError, Durability, Record, Selec
 
 /// The `format` of a header.
 pub const FORMAT: &str = "coursed-bundle";
-/// The newest version of the format this coursed reads; it writes it for a bundle with
-/// history, and [`PLAIN`] otherwise.
+/// The version of a bundle with history.
 pub const VERSION: u64 = 2;
 /// The version of a bundle without history.
 pub const PLAIN: u64 = 1;
+
+/// The version of a delta: the revisions after a cursor, for a follower.
+pub const DELTA: u64 = 3;
+
+/// What an export writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contents {
+    /// The catalogue (version 1).
+    Catalogue,
+    /// The catalogue and every revision kept (version 2).
+    WithHistory,
+    /// The revisions of the change feed after the cursor `since` (version 3): a delta.
+    Delta { since: i64 },
+}
 
 /// What an export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -56,9 +71,9 @@ impl std::fmt::Display for Exported {
 }
 
 /// Writes the catalogue of `database`, read in one snapshot, as a bundle to `output` (`-` for
-/// stdout), with every revision it keeps when `history`. A file is written under a temporary
-/// name and renamed when complete; an existing one is refused unless `force`.
-pub fn export(database: &str, output: &str, force: bool, history: bool) -> Result<Exported, String> {
+/// stdout), with every revision it keeps, or as a delta, as `contents` says. A file is written
+/// under a temporary name and renamed when complete; an existing one is refused unless `force`.
+pub fn export(database: &str, output: &str, force: bool, contents: Contents) -> Result<Exported, String> {
     if !crate::store::is_postgres_url(database) && !Path::new(database).is_file() {
         return Err(format!("there is no database at {database}"));
     }
@@ -66,9 +81,17 @@ pub fn export(database: &str, output: &str, force: bool, history: bool) -> Resul
     opts.wait = crate::store::COMMAND_WAIT;
     let source = Db::open_source(&opts)?;
     let db = &source.db;
+    if contents != Contents::Catalogue {
+        // PostgreSQL places revisions in the feed after they commit: every one committed is.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        runtime.block_on(db.sync_feed()).map_err(|e| format!("cannot read {}: {e}", display_name(database)))?;
+    }
     if output == "-" {
         let stdout = std::io::stdout();
-        return export_to(db, database, &mut std::io::BufWriter::new(stdout.lock()), "stdout", history);
+        return export_to(db, database, &mut std::io::BufWriter::new(stdout.lock()), "stdout", contents);
     }
     let path = Path::new(output);
     if path.exists() && !force {
@@ -85,7 +108,7 @@ pub fn export(database: &str, output: &str, force: bool, history: bool) -> Resul
         .map_err(|e| format!("cannot write {}: {e}", partial.display()))
         .and_then(|file| {
             let mut out = std::io::BufWriter::new(file);
-            let counts = export_to(db, database, &mut out, output, history)?;
+            let counts = export_to(db, database, &mut out, output, contents)?;
             let file = out.into_inner().map_err(|e| format!("cannot write {output}: {e}"))?;
             file.sync_all().map_err(|e| format!("cannot write {output}: {e}"))?;
             std::fs::rename(&partial, path).map_err(|e| format!("cannot rename to {output}: {e}"))?;
@@ -97,16 +120,23 @@ pub fn export(database: &str, output: &str, force: bool, history: bool) -> Resul
     written
 }
 
-fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str, history: bool) -> Result<Exported, String> {
+fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str, contents: Contents) -> Result<Exported, String> {
     let source = display_name(database);
     let read = db.read_blocking(|tx| {
         bulk::begin_whole_read(tx).map_err(|e| format!("cannot read {source}: {e}"))?;
         let written = (|| {
             let fail = |e: std::io::Error| format!("cannot write {name}: {e}");
-            let total = bulk::counts(tx).map_err(|e| format!("cannot read {source}: {e}"))?;
+            let reading = |e: DbError| format!("cannot read {source}: {e}");
+            let feed = crate::follow::feed_id(tx).map_err(reading)?;
+            let head = history::head(tx).map_err(reading)?;
+            if let Contents::Delta { since } = contents {
+                return export_delta(tx, out, &source, &feed, since, head).map_err(|e| e.either(fail));
+            }
+            let history = contents == Contents::WithHistory;
+            let total = bulk::counts(tx).map_err(reading)?;
             let bar =
                 crate::dataset::progress_bar(total.total(), "{bar:40} {pos}/{len} resources, {per_sec}, {eta} left");
-            writeln!(out, "{}", header(history)).map_err(fail)?;
+            writeln!(out, "{}", header(history, &feed, head)).map_err(fail)?;
             let mut line = Doc::line();
             let mut counts = Counts::default();
             for (i, rt) in TYPES.iter().enumerate() {
@@ -123,16 +153,8 @@ fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str, history: 
                 .map_err(|e| format!("exporting {} from {source} failed: {e}", rt.name))?;
             }
             let revisions = if history {
-                let n = history::read_every(tx, &mut |r| {
-                    // Members in the order of a resource line, for people reading it.
-                    let o = r.resource_object();
-                    let line = format!(
-                        r#"{{"type":"revisions","id":{},"attributes":{},"relationships":{}}}"#,
-                        o["id"], o["attributes"], o["relationships"]
-                    );
-                    out.write_all(line.as_bytes()).and_then(|()| out.write_all(b"\n")).map_err(fail)
-                })
-                .map_err(|e| format!("exporting the history from {source} failed: {e}"))?;
+                let n = history::read_every(tx, &mut |r| write_revision(out, &r, None).map_err(fail))
+                    .map_err(|e| format!("exporting the history from {source} failed: {e}"))?;
                 Some(n)
             } else {
                 None
@@ -149,6 +171,78 @@ fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str, history: 
     read.map_err(|e| format!("cannot read {source}: {e}"))?
 }
 
+/// Why a delta was not written: a fault of the output, or a message.
+enum DeltaFault {
+    Io(std::io::Error),
+    Said(String),
+}
+
+impl DeltaFault {
+    fn either(self, io: impl FnOnce(std::io::Error) -> String) -> String {
+        match self {
+            DeltaFault::Io(e) => io(e),
+            DeltaFault::Said(s) => s,
+        }
+    }
+}
+
+/// The revisions after `since` in feed order, up to `head`, as a delta.
+fn export_delta(
+    tx: &mut dyn crate::store::Tx,
+    out: &mut dyn Write,
+    source: &str,
+    feed: &str,
+    since: i64,
+    head: i64,
+) -> Result<Exported, DeltaFault> {
+    let said = |e: DbError| DeltaFault::Said(format!("cannot read {source}: {e}"));
+    let floor = history::floor(tx).map_err(said)?;
+    if since < floor {
+        return Err(DeltaFault::Said(format!(
+            "the revisions after cursor {since} were pruned from {source} (its feed starts after {floor}): the \
+             follower must start again from an empty database and a delta since 0 taken before the prune"
+        )));
+    }
+    if since > head {
+        return Err(DeltaFault::Said(format!("{source}'s feed ends at cursor {head}; --since {since} is beyond it")));
+    }
+    let at = crate::time::format_ms(crate::time::now_ms());
+    let generator = concat!("coursed ", env!("CARGO_PKG_VERSION"));
+    writeln!(
+        out,
+        r#"{{"format":"{FORMAT}","version":{DELTA},"delta":true,"feed":"{feed}","since":"{since}","until":"{head}","exported_at":"{at}","generator":"{generator}"}}"#
+    )
+    .map_err(DeltaFault::Io)?;
+    let mut n = 0u64;
+    let mut io = None;
+    history::read_after(tx, since, head, &mut |r| {
+        n += 1;
+        if io.is_none() {
+            io = write_revision(out, &r, r.seq).err();
+        }
+    })
+    .map_err(said)?;
+    if let Some(e) = io {
+        return Err(DeltaFault::Io(e));
+    }
+    writeln!(out, r#"{{"counts":{{"revisions":{n}}}}}"#).map_err(DeltaFault::Io)?;
+    out.flush().map_err(DeltaFault::Io)?;
+    Ok(Exported { resources: Counts::default(), revisions: Some(n) })
+}
+
+/// One revision line: its resource object, members in the order of a resource line (for
+/// people reading it), and its place in the feed in a delta.
+fn write_revision(out: &mut dyn Write, r: &history::Revision, cursor: Option<i64>) -> std::io::Result<()> {
+    let o = r.resource_object();
+    let meta = cursor.map_or(String::new(), |c| format!(r#","meta":{{"cursor":"{c}"}}"#));
+    let line = format!(
+        r#"{{"type":"revisions","id":{},"attributes":{},"relationships":{}{meta}}}"#,
+        o["id"], o["attributes"], o["relationships"]
+    );
+    out.write_all(line.as_bytes())?;
+    out.write_all(b"\n")
+}
+
 /// A row in [`Selection::whole`] column order as a record of that selection.
 fn record(sel: &Selection, row: Vec<Value>) -> Record {
     let mut cells = row.into_iter();
@@ -161,12 +255,15 @@ fn record(sel: &Selection, row: Vec<Value>) -> Record {
     Record { id, attrs, parents, children: Vec::new(), links: None }
 }
 
-/// The header line; written by hand so that `format` comes first, for people reading it.
-fn header(history: bool) -> String {
+/// The header line; written by hand so that `format` comes first, for people reading it. The
+/// feed's id and head say where in the source's feed the snapshot was taken (information).
+fn header(history: bool, feed: &str, head: i64) -> String {
     let at = crate::time::format_ms(crate::time::now_ms());
     let generator = concat!("coursed ", env!("CARGO_PKG_VERSION"));
     let version = if history { format!(r#"{VERSION},"history":true"#) } else { PLAIN.to_string() };
-    format!(r#"{{"format":"{FORMAT}","version":{version},"exported_at":"{at}","generator":"{generator}"}}"#)
+    format!(
+        r#"{{"format":"{FORMAT}","version":{version},"feed":"{feed}","cursor":"{head}","exported_at":"{at}","generator":"{generator}"}}"#
+    )
 }
 
 /// The trailer line: the resources of each type, in [`TYPES`] order, and the revisions.

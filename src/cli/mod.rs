@@ -51,6 +51,9 @@ pub enum Command {
     /// servers running on it.
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// Bring a database that follows another coursed's catalogue up to date once, and exit
+    /// (`serve --follow` keeps it so); or stop following (--forget).
+    Follow(FollowArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -200,6 +203,17 @@ pub struct ServeArgs {
     /// answered 503 with `Retry-After`.
     #[arg(long, env = "COURSED_MAX_STREAMS", default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_streams: u32,
+
+    /// Follow another coursed's catalogue (a district's): its address, e.g.
+    /// https://district.example. Its change feed is applied here as it changes (live stream,
+    /// else a page a second), and writes to the catalogue here are refused (403). The database
+    /// must be empty the first time.
+    #[arg(long, env = "COURSED_FOLLOW", requires = "follow_token")]
+    pub follow: Option<String>,
+
+    /// A token of the upstream given by --follow (scope read is enough).
+    #[arg(long, env = "COURSED_FOLLOW_TOKEN", hide_env_values = true)]
+    pub follow_token: Option<String>,
 
     /// on: one line per request on stderr (at log level info): method, route template, status,
     /// duration, response bytes and the name of the caller's token; off: none.

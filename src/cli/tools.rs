@@ -79,6 +79,28 @@ pub struct ExportArgs {
     /// change feed (a bundle of version 2, which imports into a database without history).
     #[arg(long)]
     pub history: bool,
+    /// Write a delta instead: the revisions after this cursor of the change feed (0: all of
+    /// them), for a follower to import (`coursed import`); its header names the feed and the
+    /// cursors it goes from and to.
+    #[arg(long, conflicts_with = "history")]
+    pub since: Option<i64>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct FollowArgs {
+    /// The database that follows: a SQLite file (created if missing) or a postgres:// URL.
+    #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
+    pub database: String,
+    /// The coursed followed, e.g. https://district.example.
+    #[arg(long, env = "COURSED_FOLLOW", required_unless_present = "forget")]
+    pub upstream: Option<String>,
+    /// A token of the upstream (scope read is enough).
+    #[arg(long, env = "COURSED_FOLLOW_TOKEN", hide_env_values = true, required_unless_present = "forget")]
+    pub token: Option<String>,
+    /// Stop following: the catalogue becomes the database's own (writes allowed again). To
+    /// follow again later, start from an empty database.
+    #[arg(long, conflicts_with_all = ["upstream", "token"])]
+    pub forget: bool,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -62,6 +62,12 @@ async fn answer(route: Route, mut req: Req, app: Arc<App>) -> Response {
             }
         }
     }
+    // A write to a catalogue that follows another's (the same answer on every path that writes).
+    if !matches!(req.method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        if let Some(refused) = app.follow.refuse_write(&app.db).await {
+            return error_reply(&refused);
+        }
+    }
     // A HEAD is answered as its GET; the body is dropped on the way out (see `super::web`).
     if req.method == Method::HEAD {
         req.method = Method::GET;

@@ -31,7 +31,16 @@ pub async fn readyz(method: Method, app: Arc<App>) -> Response {
         return r;
     }
     match tokio::time::timeout(READY_WITHIN, app.db.ready()).await {
-        Ok(true) => reply(StatusCode::OK, r#"{"status":"ready"}"#),
+        Ok(true) => match app.follow.meta(&app.db).await {
+            // How far behind the catalogue it follows this one is.
+            Some(follow) => {
+                let body = serde_json::json!({"status": "ready", "follow": follow}).to_string();
+                let mut r = Response::new(body.into());
+                r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+                r
+            }
+            None => reply(StatusCode::OK, r#"{"status":"ready"}"#),
+        },
         _ => {
             let mut r = reply(StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"unavailable"}"#);
             r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));

@@ -137,7 +137,7 @@ pub async fn feed(app: &App, req: Req) -> Result<Response> {
     let base = app.base(&req.headers)?;
     // What any replica committed before this request is in its answer.
     app.db.sync_feed().await?;
-    let page = app
+    let (page, feed) = app
         .db
         .scan(move |tx| {
             // Without a cursor, from the start of what is kept.
@@ -145,7 +145,7 @@ pub async fn feed(app: &App, req: Req) -> Result<Response> {
                 Some(after) => after,
                 None => history::floor(tx)?,
             };
-            history::feed(tx, from, size as usize, &types)
+            Ok((history::feed(tx, from, size as usize, &types)?, crate::follow::feed_id(tx)?))
         })
         .await?;
     if page.pruned {
@@ -165,12 +165,15 @@ pub async fn feed(app: &App, req: Req) -> Result<Response> {
         (_, Some(q)) if !q.is_empty() => format!("{}/revisions?{q}", base.as_str()),
         _ => format!("{}/revisions", base.as_str()),
     };
-    let doc = json!({
+    let mut doc = json!({
         "jsonapi": {"version": "1.0"},
         "data": data,
-        "meta": {"page": {"size": size}, "head": cursor(page.head)},
+        "meta": {"page": {"size": size}, "head": cursor(page.head), "feed": feed},
         "links": {"self": self_link, "next": link(page.next)},
     });
+    if let Some(follow) = app.follow.meta(&app.db).await {
+        doc["meta"]["follow"] = follow;
+    }
     Ok(tagged(&req.headers, app.web.compression, body(&doc)))
 }
 

@@ -6,9 +6,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::client::{self, Target};
 use super::store::{self, Webhook};
 use super::{check_url, mint_secret, sign, Filter};
+use crate::client::{self, Target};
 use crate::store::{display_name, history, DbError, Tx};
 
 /// Adds a webhook that delivers every change from now on; returns it (its secret is shown

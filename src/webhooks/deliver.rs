@@ -14,9 +14,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::client::{self, Target};
 use super::store::{self, Outcome, Webhook};
 use super::{sign, Filter};
+use crate::background::Stop;
+use crate::client::{self, Target};
 use crate::render::Base;
 use crate::resources;
 use crate::store::history::{self, revision_id, Revision};
@@ -71,23 +72,7 @@ const RECORD_EVERY: Duration = Duration::from_millis(100);
 /// progress recorded and its lease given up, so that another server, or this one started
 /// again, goes on at once; a POST still waiting for its answer after 2 s is abandoned, and its
 /// lease lapses).
-pub struct Deliveries {
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Deliveries {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        let deadline = std::time::Instant::now() + STOP_WITHIN + Duration::from_secs(1);
-        while self.thread.as_ref().is_some_and(|t| !t.is_finished()) && std::time::Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        if let Some(t) = self.thread.take().filter(|t| t.is_finished()) {
-            let _ = t.join();
-        }
-    }
-}
+pub type Deliveries = crate::background::Background;
 
 /// How long stopping waits for the deliveries in flight.
 const STOP_WITHIN: Duration = Duration::from_secs(2);
@@ -98,23 +83,12 @@ const STOP_WITHIN: Duration = Duration::from_secs(2);
 /// runtime of their own: when requests keep both cores busy, the requests go first and the
 /// deliveries catch up after.
 pub fn spawn(db: Db, base: Base, settings: Settings) -> Result<Deliveries, String> {
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stopping = stop.clone();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the webhooks' runtime: {e}"))?;
-    let thread = std::thread::Builder::new()
-        .name("coursed-webhooks".into())
-        .spawn(move || {
-            crate::priority::lower();
-            runtime.block_on(deliver_all(db, base, settings, stopping));
-        })
-        .map_err(|e| format!("cannot start the webhooks' thread: {e}"))?;
-    Ok(Deliveries { stop, thread: Some(thread) })
+    crate::background::Background::spawn("coursed-webhooks", true, STOP_WITHIN, move |stop| {
+        deliver_all(db, base, settings, stop)
+    })
 }
 
-async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Arc<std::sync::atomic::AtomicBool>) {
+async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Stop) {
     let owner = uuid::Uuid::new_v4().to_string();
     let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut running = tokio::task::JoinSet::new();
@@ -122,7 +96,7 @@ async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Arc<std::sync
     let settings = Arc::new(settings);
     let mut tick = tokio::time::interval(settings.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+    while !stop.stopped() {
         tick.tick().await;
         let now = crate::time::now_ms();
         let mine = owner.clone();
@@ -183,7 +157,7 @@ struct Delivery {
     settings: Arc<Settings>,
     owner: String,
     webhook: Webhook,
-    stop: Arc<std::sync::atomic::AtomicBool>,
+    stop: Stop,
 }
 
 /// A page of the feed, and the floor when what was asked for was pruned.
@@ -340,7 +314,7 @@ impl Delivery {
                         return;
                     }
                 }
-                if self.stop.load(std::sync::atomic::Ordering::SeqCst) {
+                if self.stop.stopped() {
                     self.settle(&ctx, pending).await;
                     self.release(&ctx).await;
                     return;

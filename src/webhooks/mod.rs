@@ -4,7 +4,6 @@
 //! Standard Webhooks does, at least once, in feed order, one at a time across all servers
 //! (`deliver.rs`); `coursed webhook ...` manages them (`command.rs`).
 
-pub mod client;
 pub mod command;
 pub mod deliver;
 pub mod store;
@@ -76,7 +75,7 @@ impl Filter {
 /// Checks a webhook's URL: `http://` or `https://`, a host, no user name or password (a secret
 /// in a URL ends up in logs; the signature says who sends).
 pub fn check_url(url: &str) -> Result<(), String> {
-    client::Target::parse(url).map(drop)
+    crate::client::Target::parse(url).map(drop).map_err(|e| format!("--url {e}"))
 }
 
 /// A new signing secret, as Standard Webhooks writes them: `whsec_` and 32 random bytes in

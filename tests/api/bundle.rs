@@ -55,11 +55,13 @@ async fn import(database: &str, file: &str, merge: bool, dry_run: bool) -> Resul
 
 async fn export(database: &str, file: &str) -> coursed::store::bulk::Counts {
     let (database, file) = (database.to_owned(), file.to_owned());
-    tokio::task::spawn_blocking(move || coursed::bundle::export(&database, &file, false, false))
-        .await
-        .unwrap()
-        .unwrap()
-        .resources
+    tokio::task::spawn_blocking(move || {
+        coursed::bundle::export(&database, &file, false, coursed::bundle::Contents::Catalogue)
+    })
+    .await
+    .unwrap()
+    .unwrap()
+    .resources
 }
 
 #[tokio::test]
@@ -263,10 +265,11 @@ fn a_failed_import_into_a_new_file_leaves_no_file_and_export_refuses_to_overwrit
     coursed::bundle::import(target, &good, Options::default()).unwrap();
     let out = dir.path().join("out.jsonl");
     std::fs::write(&out, "keep me").unwrap();
-    let refused = coursed::bundle::export(target, out.to_str().unwrap(), false, false).unwrap_err();
+    let refused = coursed::bundle::export(target, out.to_str().unwrap(), false, coursed::bundle::Contents::Catalogue)
+        .unwrap_err();
     assert!(refused.contains("--force"), "{refused}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
-    coursed::bundle::export(target, out.to_str().unwrap(), true, false).unwrap();
+    coursed::bundle::export(target, out.to_str().unwrap(), true, coursed::bundle::Contents::Catalogue).unwrap();
     let text = std::fs::read_to_string(&out).unwrap();
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(last, json!({"counts": {"modules": 1, "subjects": 0, "chapters": 0}}));

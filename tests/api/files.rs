@@ -35,7 +35,7 @@ async fn new_databases_backups_and_exports_are_the_owners_only() {
     let (d, b, e) = (database.clone(), backup.clone(), export.clone());
     blocking(move || {
         coursed::backup::backup(&d, &b, false).unwrap();
-        coursed::bundle::export(&d, e.to_str().unwrap(), false, false).unwrap();
+        coursed::bundle::export(&d, e.to_str().unwrap(), false, coursed::bundle::Contents::Catalogue).unwrap();
     })
     .await;
     assert_eq!((mode(&backup), mode(&export)), (0o600, 0o600));
@@ -63,7 +63,7 @@ async fn an_export_never_writes_through_a_link_planted_at_its_temporary_name() {
     }
     let (d, o, b) = (database.clone(), output.clone(), dir.path().join("out.db"));
     blocking(move || {
-        coursed::bundle::export(&d, o.to_str().unwrap(), false, false).unwrap();
+        coursed::bundle::export(&d, o.to_str().unwrap(), false, coursed::bundle::Contents::Catalogue).unwrap();
         coursed::backup::backup(&d, &b, false).unwrap();
     })
     .await;

@@ -62,7 +62,9 @@ async fn a_history_travels_by_bundle_copy_and_backup_to_the_other_engine_and_bac
     // SQLite -> bundle -> PostgreSQL.
     let bundle = path(&dir, "history.jsonl");
     let (from, to) = (source.clone(), bundle.clone());
-    let exported = blocking(move || coursed::bundle::export(&from, &to, false, true)).await.unwrap();
+    let exported = blocking(move || coursed::bundle::export(&from, &to, false, coursed::bundle::Contents::WithHistory))
+        .await
+        .unwrap();
     assert_eq!(exported.to_string(), "2 modules, 1 subjects, 0 chapters and 8 revisions");
     let text = std::fs::read_to_string(&bundle).unwrap();
     let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
@@ -134,7 +136,7 @@ async fn a_bad_revision_line_is_named_and_nothing_is_written() {
     written_history(&t).await;
     let bundle = path(&dir, "good.jsonl");
     let (from, to) = (source.clone(), bundle.clone());
-    blocking(move || coursed::bundle::export(&from, &to, false, true)).await.unwrap();
+    blocking(move || coursed::bundle::export(&from, &to, false, coursed::bundle::Contents::WithHistory)).await.unwrap();
     let good: Vec<String> = std::fs::read_to_string(&bundle).unwrap().lines().map(str::to_owned).collect();
     // Line 5 is the first revision (after the header and three resources).
     assert!(good[4].contains(r#""type":"revisions""#), "{}", good[4]);
@@ -176,7 +178,7 @@ async fn a_bad_revision_line_is_named_and_nothing_is_written() {
     assert!(e.contains("the trailer counts 7 revisions, but the bundle holds 8"), "{e}");
     // A bundle without history imports as before, its history recorded by the import.
     let (from, to) = (source.clone(), path(&dir, "plain-export.jsonl"));
-    blocking(move || coursed::bundle::export(&from, &to, false, false)).await.unwrap();
+    blocking(move || coursed::bundle::export(&from, &to, false, coursed::bundle::Contents::Catalogue)).await.unwrap();
     let into = path(&dir, "t3.db");
     let imported = import(&into, &path(&dir, "plain-export.jsonl"), Options::default()).await.unwrap();
     assert_eq!(imported.revisions, None);

@@ -251,6 +251,25 @@ pub fn feed(tx: &mut dyn Tx, after: i64, size: usize, types: &[&ResourceType]) -
     })
 }
 
+/// Calls `each` with every revision placed after `after` and up to `until`, in feed order, read
+/// a thousand at a time; returns how many.
+pub fn read_after(tx: &mut dyn Tx, after: i64, until: i64, each: &mut dyn FnMut(Revision)) -> Result<u64, DbError> {
+    let sql = format!("SELECT {COLUMNS} FROM revision_log WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT 1000");
+    let (mut from, mut n) = (after, 0);
+    loop {
+        let page = revisions(tx, &sql, &[Value::Int(from), Value::Int(until)])?;
+        let last = page.len() < 1000;
+        for r in page {
+            from = r.seq.unwrap_or(from);
+            n += 1;
+            each(r);
+        }
+        if last {
+            return Ok(n);
+        }
+    }
+}
+
 /// The place of the newest revision in the feed (0 when there is none).
 pub fn head(tx: &mut dyn Tx) -> Result<i64, DbError> {
     Ok(tx.first("SELECT head FROM history_bounds", &[])?.and_then(|v| v.cell().as_i64()).unwrap_or(0))
@@ -269,7 +288,7 @@ fn members(rt: &ResourceType) -> impl Iterator<Item = (&'static str, &'static st
 }
 
 /// The resource `id` of `rt` as a revision shows it (every member, as JSON), if it exists.
-fn current(tx: &mut dyn Tx, rt: &ResourceType, id: &str) -> Result<Option<Map<String, Json>>, DbError> {
+pub(crate) fn current(tx: &mut dyn Tx, rt: &ResourceType, id: &str) -> Result<Option<Map<String, Json>>, DbError> {
     let d = tx.dialect();
     let (object, _) = d.json_builders();
     let pairs: Vec<String> = members(rt)

@@ -13,6 +13,7 @@ const MIGRATIONS: &[&str] = &[
     SEARCH_TITLES,
     HISTORY,
     WEBHOOKS,
+    FOLLOW,
 ];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/postgres/0002-tokens.sql");
@@ -31,6 +32,8 @@ const SEARCH_TITLES: &str = include_str!("../../../migrations/postgres/0006-sear
 const HISTORY: &str = include_str!("../../../migrations/postgres/0007-history.sql");
 /// Webhooks: readers of the change feed that POST what they keep to another system.
 const WEBHOOKS: &str = include_str!("../../../migrations/postgres/0008-webhooks.sql");
+/// Following another coursed: this feed's id, and what this database follows.
+const FOLLOW: &str = include_str!("../../../migrations/postgres/0009-follow.sql");
 /// The advisory lock taken while migrating ("crsd").
 const LOCK: i64 = 0x6372_7364;
 

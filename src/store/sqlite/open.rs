@@ -8,7 +8,7 @@ use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
 const MIGRATIONS: &[&str] =
-    &[include_str!("../../../schema.sql"), TOKENS, SEARCH, SEARCH_ROWS, LINKAGE_GENERATIONS, HISTORY, WEBHOOKS];
+    &[include_str!("../../../schema.sql"), TOKENS, SEARCH, SEARCH_ROWS, LINKAGE_GENERATIONS, HISTORY, WEBHOOKS, FOLLOW];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/sqlite/0002-tokens.sql");
 /// Search: words columns and FTS5 indexes.
@@ -21,6 +21,8 @@ const LINKAGE_GENERATIONS: &str = include_str!("../../../migrations/sqlite/0005-
 const HISTORY: &str = include_str!("../../../migrations/sqlite/0006-history.sql");
 /// Webhooks: readers of the change feed that POST what they keep to another system.
 const WEBHOOKS: &str = include_str!("../../../migrations/sqlite/0007-webhooks.sql");
+/// Following another coursed: this feed's id, and what this database follows.
+const FOLLOW: &str = include_str!("../../../migrations/sqlite/0008-follow.sql");
 /// Where a migration has coursed compute the words of the rows that exist (see
 /// [`crate::store::search::backfill`]) before it goes on.
 const WORDS_MARKER: &str = "-- coursed: words of existing rows";

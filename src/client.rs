@@ -1,18 +1,20 @@
-//! POSTs to a webhook's URL: hyper's HTTP/1.1 client over TCP, or over TLS (rustls, the
-//! system's certificate authorities) for `https://`, on a connection kept open from one
-//! delivery to the next; each exchange bounded in time. Only the status counts of an answer.
+//! Requests to other servers (webhooks' receivers, the coursed a follower follows): hyper's
+//! HTTP/1.1 client over TCP, or over TLS (rustls, the system's certificate authorities) for
+//! `https://`, on a connection kept open from one request to the next; each exchange bounded
+//! in time and in the bytes it reads.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
-use warp::http::{Request, Uri};
+use warp::http::{Method, Request, Response, Uri};
 
-/// Where a webhook's URL points.
+/// Where a URL points.
 #[derive(Debug, Clone)]
 pub struct Target {
     pub tls: bool,
@@ -25,7 +27,7 @@ pub struct Target {
 
 impl Target {
     pub fn parse(url: &str) -> Result<Target, String> {
-        let bad = |why: &str| format!("--url {url:?}: {why}");
+        let bad = |why: &str| format!("{url:?}: {why}");
         let uri: Uri = url.parse().map_err(|_| bad("not a URL like https://lms.school.example/hooks/coursed"))?;
         let tls = match uri.scheme_str() {
             Some("https") => true,
@@ -49,12 +51,12 @@ impl Target {
 /// What a POST ended in: the status the receiver answered, or why there was none.
 pub type Answer = Result<u16, String>;
 
-/// How much of an answer's body is read (and dropped) so that its connection can carry the next
-/// request; a longer body closes the connection instead.
+/// How much of an answer's body a POST reads (and drops) so that its connection can carry the
+/// next request; a longer body closes the connection instead.
 const MOST_BODY: usize = 64 << 10;
 
-/// A connection to one receiver, kept open from one POST to the next (HTTP/1.1 keep-alive) and
-/// made again when the receiver closed it.
+/// A connection to one server, kept open from one request to the next (HTTP/1.1 keep-alive)
+/// and made again when the server closed it.
 pub struct Connection {
     target: Target,
     sender: Option<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
@@ -65,21 +67,79 @@ impl Connection {
         Connection { target, sender: None }
     }
 
-    /// POSTs `body` with `headers`, within `limit` (connecting and TLS included when a new
-    /// connection is needed, the answer's status line, headers and a short body).
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// POSTs `body` with `headers` to the target's path, within `limit` (connecting and TLS
+    /// included when a new connection is needed, the answer's status line, headers and a short
+    /// body); only the status counts.
     pub async fn post(&mut self, headers: &[(&str, String)], body: Bytes, limit: Duration) -> Answer {
-        let answer = match tokio::time::timeout(limit, self.exchange(headers, body)).await {
-            Ok(answer) => answer,
-            Err(_) => Err(format!("no answer within {} s", limit.as_secs())),
-        };
+        let path = self.target.path.clone();
+        let answer = tokio::time::timeout(limit, async {
+            let response = self.send(Method::POST, &path, headers, body).await?;
+            let status = response.status().as_u16();
+            // The body is read (at most `MOST_BODY`) so that the connection can serve again.
+            if read(response.into_body(), MOST_BODY).await.is_none() {
+                self.sender = None;
+            }
+            Ok(status)
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} s", limit.as_secs())));
         if answer.is_err() {
-            // Whatever state the connection is in, the next POST starts on a new one.
+            // Whatever state the connection is in, the next request starts on a new one.
             self.sender = None;
         }
         answer
     }
 
-    async fn exchange(&mut self, headers: &[(&str, String)], body: Bytes) -> Answer {
+    /// GETs `path` with `headers` within `limit`: the status and the body, which may be at
+    /// most `most` bytes (longer is an error, and the connection is closed).
+    pub async fn get(
+        &mut self,
+        path: &str,
+        headers: &[(&str, String)],
+        limit: Duration,
+        most: usize,
+    ) -> Result<(u16, Bytes), String> {
+        let got = tokio::time::timeout(limit, async {
+            let response = self.send(Method::GET, path, headers, Bytes::new()).await?;
+            let status = response.status().as_u16();
+            let body = read(response.into_body(), most).await;
+            body.map(|b| (status, b)).ok_or_else(|| format!("the answer was cut short or longer than {most} bytes"))
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("no answer within {} s", limit.as_secs())));
+        if got.is_err() {
+            self.sender = None;
+        }
+        got
+    }
+
+    /// GETs `path` for a body that streams for long (server-sent events): the status within
+    /// `limit`, and the body to read as it comes. The connection is the body's until it ends.
+    pub async fn open(
+        &mut self,
+        path: &str,
+        headers: &[(&str, String)],
+        limit: Duration,
+    ) -> Result<(u16, Incoming), String> {
+        let opened = tokio::time::timeout(limit, self.send(Method::GET, path, headers, Bytes::new()))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {} s", limit.as_secs())));
+        // A streaming body holds its connection: the next request makes another.
+        self.sender = None;
+        opened.map(|r| (r.status().as_u16(), r.into_body()))
+    }
+
+    async fn send(
+        &mut self,
+        method: Method,
+        path: &str,
+        headers: &[(&str, String)],
+        body: Bytes,
+    ) -> Result<Response<Incoming>, String> {
         let reusable = match self.sender.as_mut() {
             Some(sender) => sender.ready().await.is_ok(),
             None => false,
@@ -89,32 +149,28 @@ impl Connection {
         }
         let Some(sender) = self.sender.as_mut() else { return Err("no connection".to_owned()) };
         let target = &self.target;
-        let mut request = Request::post(target.path.as_str()).header("host", target.authority.as_str());
+        let mut request = Request::builder().method(method).uri(path).header("host", target.authority.as_str());
         for (name, value) in headers {
             request = request.header(*name, value.as_str());
         }
         let request = request.body(Full::new(body)).map_err(|e| format!("cannot make the request: {e}"))?;
-        let response =
-            sender.send_request(request).await.map_err(|e| format!("{} did not answer: {e}", target.authority))?;
-        let status = response.status().as_u16();
-        // The body is read (at most `MOST_BODY`) so that the connection can serve again.
-        let mut body = response.into_body();
-        let mut read = 0;
-        while let Some(frame) = body.frame().await {
-            match frame {
-                Ok(frame) => read += frame.data_ref().map_or(0, |d| d.len()),
-                Err(_) => {
-                    self.sender = None;
-                    break;
-                }
-            }
-            if read > MOST_BODY {
-                self.sender = None;
-                break;
-            }
-        }
-        Ok(status)
+        sender.send_request(request).await.map_err(|e| format!("{} did not answer: {e}", target.authority))
     }
+}
+
+/// The whole of `body`, if it ends well within `most` bytes.
+async fn read(mut body: Incoming, most: usize) -> Option<Bytes> {
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.ok()?;
+        if let Some(data) = frame.data_ref() {
+            if out.len() + data.len() > most {
+                return None;
+            }
+            out.extend_from_slice(data);
+        }
+    }
+    Some(out.into())
 }
 
 /// One POST on a connection of its own (`coursed webhook test`).

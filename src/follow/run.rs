@@ -1,0 +1,321 @@
+//! The follower: catches up by pages of the upstream's feed, then follows its live stream
+//! (or, where streams are cut, reads a page every second), applying each batch of revisions
+//! in a transaction of its own that moves the cursor.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::upstream::{Events, Fault, Said, Upstream, PAGE, SILENT};
+use super::{apply_batch, store, Applied, Status};
+use crate::background::{Background, Stop};
+use crate::store::history::Revision;
+use crate::store::{Db, WriteContext};
+
+/// The most revisions applied in one transaction while following the stream.
+const BATCH: usize = 1000;
+/// How long the stream's next events are waited for before a batch is applied.
+const GATHER: Duration = Duration::from_millis(5);
+/// How often a follower whose stream is cut reads a page.
+const POLL: Duration = Duration::from_secs(1);
+/// A stream refused is tried again after this long (pages are read meanwhile).
+const STREAM_AGAIN: Duration = Duration::from_secs(30);
+/// The wait after a first failure to reach the upstream; it doubles up to [`LONGEST_WAIT`].
+const FIRST_WAIT: Duration = Duration::from_millis(500);
+const LONGEST_WAIT: Duration = Duration::from_secs(30);
+/// The wait after a failure that waiting will not mend (a token refused, a feed pruned).
+const REFUSED_WAIT: Duration = Duration::from_secs(60);
+
+/// A follower running in a server (`serve --follow`): stopped when dropped.
+pub type Follower = Background;
+
+/// Starts following `url` with `token` into `db`, until the handle is dropped; `status` is
+/// kept up to date for `meta.follow`.
+pub fn spawn(db: Db, url: &str, token: &str, status: Arc<Status>) -> Result<Follower, String> {
+    let upstream = Upstream::new(url, token)?;
+    status.follower_says(|k| k.state = "starting");
+    Background::spawn("coursed-follow", false, Duration::from_secs(2), move |stop| async move {
+        let mut f = Follow { db, upstream, status, stop, cursor: None, feed: None };
+        f.run().await;
+    })
+}
+
+/// `coursed follow`: applies everything the upstream's feed holds beyond this database's
+/// cursor, then returns what it applied and the cursor.
+pub fn catch_up_once(database: &str, url: &str, token: &str) -> Result<String, String> {
+    let upstream = Upstream::new(url, token)?;
+    let name = crate::store::display_name(database);
+    crate::store::on_command_database(database, true, async move |db: &Db| {
+        let mut f = Follow {
+            db: db.clone(),
+            upstream,
+            status: Arc::default(),
+            stop: Stop::default(),
+            cursor: None,
+            feed: None,
+        };
+        let mut total = 0;
+        loop {
+            match f.round().await {
+                Ok((n, true)) => total += n,
+                Ok((n, false)) => {
+                    total += n;
+                    break;
+                }
+                Err(e) => return Err(crate::error::Error::unavailable(e.to_string())),
+            }
+        }
+        Ok(format!(
+            "{name} follows {}: applied {total} revisions; its cursor is {}",
+            f.upstream.url,
+            f.cursor.unwrap_or(0)
+        ))
+    })
+}
+
+struct Follow {
+    db: Db,
+    upstream: Upstream,
+    status: Arc<Status>,
+    stop: Stop,
+    /// The place up to which the database has applied the feed, once read.
+    cursor: Option<i64>,
+    /// The upstream's feed id, once read.
+    feed: Option<String>,
+}
+
+impl Follow {
+    async fn run(&mut self) {
+        let mut failures = 0u32;
+        let mut stream_refused_at: Option<tokio::time::Instant> = None;
+        while !self.stop.stopped() {
+            let wait = match self.round().await {
+                // More to read: at once.
+                Ok((_, true)) => {
+                    failures = 0;
+                    continue;
+                }
+                Ok((_, false)) => {
+                    failures = 0;
+                    let may_stream = stream_refused_at.is_none_or(|at| at.elapsed() > STREAM_AGAIN);
+                    if !may_stream {
+                        self.says("polling", None);
+                        self.stop.sleep(POLL).await;
+                        continue;
+                    }
+                    match self.live().await {
+                        Ok(()) => continue,
+                        Err(Fault::Transient(e)) | Err(Fault::Refused(e)) => {
+                            log::info!(
+                                "follow: no live stream from {} ({e}); reading a page a second",
+                                self.upstream.url
+                            );
+                            stream_refused_at = Some(tokio::time::Instant::now());
+                            continue;
+                        }
+                        Err(Fault::Pruned) => REFUSED_WAIT,
+                    }
+                }
+                Err(Fault::Transient(e)) => {
+                    failures += 1;
+                    self.says("unreachable", Some(e.clone()));
+                    if failures == 1 {
+                        log::warn!("follow: {e}; trying again");
+                    }
+                    FIRST_WAIT.saturating_mul(1 << failures.min(8)).min(LONGEST_WAIT)
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    log::error!("follow: {e}");
+                    self.says("stopped", Some(e));
+                    REFUSED_WAIT
+                }
+            };
+            self.stop.sleep(wait).await;
+        }
+    }
+
+    fn says(&self, state: &'static str, error: Option<String>) {
+        self.status.follower_says(|k| {
+            k.state = state;
+            k.error = error;
+        });
+    }
+
+    /// Reads a page after the cursor and applies it: how many were applied, and whether the
+    /// upstream has more.
+    async fn round(&mut self) -> Result<(u64, bool), Fault> {
+        let cursor = match self.cursor {
+            Some(c) => c,
+            None => self.read_cursor().await?,
+        };
+        let page = self.upstream.page(cursor).await?;
+        let now = crate::time::now_ms();
+        if let Some(feed) = &self.feed {
+            if *feed != page.feed {
+                return Err(Fault::Refused(format!(
+                    "{} now serves another feed ({}, not {feed}): it was replaced; this database cannot follow it",
+                    self.upstream.url, page.feed
+                )));
+            }
+        }
+        if page.head < cursor {
+            return Err(Fault::Refused(format!(
+                "{}'s feed ends at {}, before this database's cursor {cursor}: was it restored from an older backup? \
+                 This database cannot follow it",
+                self.upstream.url, page.head
+            )));
+        }
+        self.feed = Some(page.feed.clone());
+        self.status.follower_says(|k| {
+            k.head = page.head;
+            k.heard_at = Some(now);
+            if page.head > cursor {
+                k.behind_since.get_or_insert(now);
+            }
+            k.state = if page.head > cursor + PAGE as i64 { "catching up" } else { "following" };
+            k.error = None;
+        });
+        let n = page.revisions.len() as u64;
+        let more = page.revisions.len() == PAGE && page.head > cursor;
+        self.apply(page.revisions).await?;
+        Ok((n, more))
+    }
+
+    /// Follows the live stream from the cursor until it ends.
+    async fn live(&mut self) -> Result<(), Fault> {
+        let cursor = self.cursor.unwrap_or(0);
+        let mut events = self.upstream.stream(cursor).await?;
+        self.says("following", None);
+        loop {
+            if self.stop.stopped() {
+                return Ok(());
+            }
+            let batch = match gather(&mut events).await {
+                Ok(Some(batch)) => batch,
+                // Ended, or silent too long: pages first, then a new stream.
+                Ok(None) => return Ok(()),
+                Err(e) => {
+                    log::info!("follow: the stream from {} ended ({e})", self.upstream.url);
+                    return Ok(());
+                }
+            };
+            let now = crate::time::now_ms();
+            let newest = batch.last().and_then(|r| r.seq);
+            self.status.follower_says(|k| {
+                k.heard_at = Some(now);
+                if let Some(seq) = newest {
+                    k.head = k.head.max(seq);
+                    k.behind_since.get_or_insert(now);
+                }
+            });
+            if batch.is_empty() {
+                continue;
+            }
+            let expected = self.cursor.unwrap_or(0) + 1;
+            if batch[0].seq != Some(expected) {
+                // A gap (or something repeated): the pages say what the feed holds.
+                return Ok(());
+            }
+            self.apply(batch).await?;
+        }
+    }
+
+    /// Applies a batch in one write and moves the cursor.
+    async fn apply(&mut self, revisions: Vec<Revision>) -> Result<(), Fault> {
+        let cursor = self.cursor.unwrap_or(0);
+        if revisions.is_empty() {
+            self.caught_up(cursor);
+            return Ok(());
+        }
+        let (url, feed) = (self.upstream.url.clone(), self.feed.clone().unwrap_or_default());
+        let revisions = Arc::new(revisions);
+        let applied = self
+            .db
+            .write(&WriteContext::system("follow"), move |tx| {
+                apply_batch(tx, &url, &feed, &revisions).map_err(crate::error::Error::internal)
+            })
+            .await;
+        match applied {
+            Ok(Applied::Moved { cursor, .. }) | Ok(Applied::Had { cursor }) => {
+                self.cursor = Some(cursor);
+                self.caught_up(cursor);
+                Ok(())
+            }
+            Ok(Applied::Gap { cursor, .. }) => {
+                // Another follower into this database moved the cursor: go on from there.
+                self.cursor = Some(cursor);
+                Ok(())
+            }
+            Err(e) if e.status == warp::http::StatusCode::SERVICE_UNAVAILABLE => {
+                Err(Fault::Transient(format!("cannot write now: {e}")))
+            }
+            Err(e) => {
+                // Read the cursor again before the next try: the database says where it is.
+                self.cursor = None;
+                Err(Fault::Refused(format!("cannot apply the upstream's revisions: {e}")))
+            }
+        }
+    }
+
+    /// Notes the cursor, and whether the follower has all the upstream has.
+    fn caught_up(&self, cursor: i64) {
+        let following = self.feed.clone().map(|feed| store::Following {
+            upstream: self.upstream.url.clone(),
+            feed,
+            cursor,
+            applied_at: Some(crate::time::now_ms()),
+        });
+        self.status.follower_says(|k| {
+            if let Some(new) = following {
+                // `applied_at` moves only when the cursor does.
+                let applied_at = match k.following.as_ref() {
+                    Some(old) if old.cursor == cursor => old.applied_at,
+                    _ => new.applied_at,
+                };
+                k.following = Some(store::Following { applied_at, ..new });
+            }
+            if cursor >= k.head {
+                k.behind_since = None;
+            }
+        });
+    }
+
+    /// The cursor as the database keeps it (0 for a database that follows nothing yet).
+    async fn read_cursor(&mut self) -> Result<i64, Fault> {
+        let following = self
+            .db
+            .read(|tx| Ok(store::get(tx)?))
+            .await
+            .map_err(|e| Fault::Transient(format!("cannot read the cursor: {e}")))?;
+        let cursor = following.as_ref().map_or(0, |f| f.cursor);
+        if let Some(f) = &following {
+            self.feed = Some(f.feed.clone());
+        }
+        self.status.follower_says(|k| {
+            k.following = following.map(|f| store::Following { upstream: self.upstream.url.clone(), ..f })
+        });
+        self.cursor = Some(cursor);
+        Ok(cursor)
+    }
+}
+
+/// The next events of the stream: one, and those that arrive right behind it (up to
+/// [`BATCH`]); an empty batch for a comment; `None` when the stream ended or was silent for
+/// [`SILENT`].
+async fn gather(events: &mut Events) -> Result<Option<Vec<Revision>>, String> {
+    let first = match tokio::time::timeout(SILENT, events.next()).await {
+        Err(_) | Ok(Ok(None)) => return Ok(None),
+        Ok(Err(e)) => return Err(e),
+        Ok(Ok(Some(Said::Alive))) => return Ok(Some(Vec::new())),
+        Ok(Ok(Some(Said::Revision(r)))) => r,
+    };
+    let mut batch = vec![first];
+    while batch.len() < BATCH {
+        match tokio::time::timeout(GATHER, events.next()).await {
+            Ok(Ok(Some(Said::Revision(r)))) => batch.push(r),
+            Ok(Ok(Some(Said::Alive))) => {}
+            Ok(Ok(None)) | Ok(Err(_)) | Err(_) => break,
+        }
+    }
+    Ok(Some(batch))
+}
