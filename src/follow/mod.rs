@@ -121,6 +121,8 @@ pub struct Status {
 struct Known {
     /// This process runs a follower, which keeps what follows up to date itself.
     live: bool,
+    /// The upstream the follower running here reads.
+    upstream: Option<String>,
     /// When the database was last read (when no follower runs here).
     checked: Option<Instant>,
     following: Option<Following>,
@@ -174,7 +176,10 @@ impl Status {
     /// follows nothing.
     pub async fn meta(&self, db: &Db) -> Option<Json> {
         let k = self.known(db).await;
-        let f = k.following.as_ref()?;
+        // A follower that has applied nothing yet follows nothing in the database yet.
+        let starting =
+            k.upstream.clone().map(|upstream| Following { upstream, feed: String::new(), cursor: 0, applied_at: None });
+        let f = k.following.as_ref().or(starting.as_ref())?;
         let now = crate::time::now_ms();
         let mut meta = json!({
             "upstream": f.upstream,

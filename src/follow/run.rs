@@ -32,7 +32,10 @@ pub type Follower = Background;
 /// kept up to date for `meta.follow`.
 pub fn spawn(db: Db, url: &str, token: &str, status: Arc<Status>) -> Result<Follower, String> {
     let upstream = Upstream::new(url, token)?;
-    status.follower_says(|k| k.state = "starting");
+    status.follower_says(|k| {
+        k.state = "starting";
+        k.upstream = Some(upstream.url.clone());
+    });
     Background::spawn("coursed-follow", false, Duration::from_secs(2), move |stop| async move {
         let mut f = Follow { db, upstream, status, stop, cursor: None, feed: None };
         f.run().await;
@@ -153,7 +156,8 @@ impl Follow {
         if let Some(feed) = &self.feed {
             if *feed != page.feed {
                 return Err(Fault::Refused(format!(
-                    "{} now serves another feed ({}, not {feed}): it was replaced; this database cannot follow it",
+                    "{} serves the feed {}, but this database follows the feed {feed}: a cursor of one means \
+                     nothing in the other (was the upstream replaced?)",
                     self.upstream.url, page.feed
                 )));
             }
@@ -232,7 +236,10 @@ impl Follow {
         let applied = self
             .db
             .write(&WriteContext::system("follow"), move |tx| {
-                apply_batch(tx, &url, &feed, &revisions).map_err(crate::error::Error::internal)
+                // A refusal keeps its message (a 409 here, never sent to a client).
+                apply_batch(tx, &url, &feed, &revisions).map_err(|e| {
+                    crate::error::Problem::new(warp::http::StatusCode::CONFLICT, "follow_refused", e).into()
+                })
             })
             .await;
         match applied {
@@ -252,7 +259,8 @@ impl Follow {
             Err(e) => {
                 // Read the cursor again before the next try: the database says where it is.
                 self.cursor = None;
-                Err(Fault::Refused(format!("cannot apply the upstream's revisions: {e}")))
+                let why = e.problems.first().map_or_else(|| e.to_string(), |p| p.detail.clone());
+                Err(Fault::Refused(format!("cannot apply the upstream's revisions: {why}")))
             }
         }
     }

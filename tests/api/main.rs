@@ -13,6 +13,7 @@ mod differential;
 mod engines;
 mod errors;
 mod files;
+mod follow;
 mod helpers;
 mod history;
 mod history_carried;
