@@ -59,6 +59,36 @@ def generate(args, path, ids_dir, modules, per_module, chapters):
          "--subjects-per-module", str(per_module), "--chapters-per-subject", str(chapters), "--ids-dir", ids_dir])
 
 
+def catalogue_100(args, name):
+    """The work folder of benchmark `name` and a pristine catalogue of 100 modules, 10,000
+    subjects and 50,000 chapters in it (made once); returns (work, results, data_dir, pristine).
+    """
+    args.baseline = None
+    work = os.path.join(os.environ.get("BENCH_WORK", "/tmp/coursed-bench"), name)
+    out = os.path.join(work, "results")
+    data_dir = os.path.join(work, "data-100-100-5")
+    os.makedirs(out, exist_ok=True)
+    os.makedirs(data_dir, exist_ok=True)
+    pristine = os.path.join(data_dir, "coursed.db")
+    generate(args, pristine, data_dir, 100, 100, 5)
+    return work, out, data_dir, pristine
+
+
+def pg_pristine(args, work, pristine):
+    """A throwaway PostgreSQL cluster holding `pristine` as the database coursed_pristine, or
+    None without PostgreSQL's server binaries (or with --no-pg)."""
+    if args.no_pg:
+        return None
+    if not pg.bindir():
+        log("no PostgreSQL server binaries: SQLite only")
+        return None
+    cluster = pg.Cluster(os.path.join(work, "pg"), log).start()
+    cluster.sql("CREATE DATABASE coursed_pristine")
+    run([coursed_bin(args), "copy", "--from", pristine, "--to", cluster.url("coursed_pristine")])
+    cluster.sql("VACUUM ANALYZE", db="coursed_pristine")
+    return cluster
+
+
 def fresh_copy(pristine, path):
     for suffix in ("", "-wal", "-shm"):
         if os.path.exists(path + suffix):

@@ -20,9 +20,8 @@ import statistics
 import subprocess
 import sys
 
-import pg
-from bench import coursed_bin, fresh_copy, generate
-from servers import Server, log, run
+from bench import catalogue_100, coursed_bin, fresh_copy, pg_pristine
+from servers import Server, log
 from workloads import TOKEN, first_id, wrk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -108,28 +107,14 @@ def main():
     ap.add_argument("--profile", default="release")
     ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")))
     args = ap.parse_args()
-    args.baseline = None
-    work = os.path.join(os.environ.get("BENCH_WORK", "/tmp/coursed-bench"), "webhooks")
-    out = os.path.join(work, "results")
-    data_dir = os.path.join(work, "data-100-100-5")
-    os.makedirs(out, exist_ok=True)
-    os.makedirs(data_dir, exist_ok=True)
-    pristine = os.path.join(data_dir, "coursed.db")
-    generate(args, pristine, data_dir, 100, 100, 5)
-
+    work, out, data_dir, pristine = catalogue_100(args, "webhooks")
     engines = []
     run_db = os.path.join(work, "run.db")
     engines.append(("sqlite", run_db, lambda: fresh_copy(pristine, run_db)))
-    cluster = None
-    if not args.no_pg and pg.bindir():
-        cluster = pg.Cluster(os.path.join(work, "pg"), log).start()
-        cluster.sql("CREATE DATABASE coursed_pristine")
-        run([coursed_bin(args), "copy", "--from", pristine, "--to", cluster.url("coursed_pristine")])
-        cluster.sql("VACUUM ANALYZE", db="coursed_pristine")
+    cluster = pg_pristine(args, work, pristine)
+    if cluster:
         engines.append(("postgres", cluster.url("coursed_work"),
                         lambda: cluster.fresh("coursed_work", "coursed_pristine")))
-    elif not args.no_pg:
-        log("no PostgreSQL server binaries: SQLite only")
     missed = []
     lines = ["| engine | W4 with / without | W5 with / without | delivery lag |", "|---|---:|---:|---|"]
     try:

@@ -125,7 +125,8 @@ fn error_response(status: u16) -> Value {
     let description = match status {
         401 => "Unauthorized: no token, or one that is unknown, expired or revoked.",
         403 => {
-            "Forbidden: the token is read-only (scope read, code `read_only_token`), or the change breaks a rule of \
+            "Forbidden: the token is read-only (scope read, code `read_only_token`), the catalogue follows another \
+            coursed's and changes only as that one does (code `followed_catalogue`), or the change breaks a rule of \
             the API (a chapter left without a subject)."
         }
         408 => {

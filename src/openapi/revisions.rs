@@ -67,13 +67,24 @@ pub fn add(paths: &mut Map<String, Value>, schemas: &mut Map<String, Value>) {
     schemas.insert("revision".into(), revision_schema());
     let one = json!({"$ref": "#/components/schemas/revision"});
     let list = json!({"type": "array", "items": one});
-    let mut feed_responses = responses(
-        ok(
-            "Revisions after the cursor, in commit order; `links.next` always (the same cursor when nothing is new).",
-            list.clone(),
-        ),
-        &[],
+    let mut feed_ok = ok(
+        "Revisions after the cursor, in commit order; `links.next` always (the same cursor when nothing is new).",
+        list.clone(),
     );
+    feed_ok["content"][JSONAPI]["schema"]["properties"]["meta"] = json!({"type": "object", "properties": {
+        "head": {"type": "string", "description": "The cursor of the newest revision in the feed."},
+        "feed": {"type": "string", "description": "The id of this database's feed: a cursor means something in this feed only (a follower keeps it beside its cursor)."},
+        "follow": {"type": "object", "description": "Present when this catalogue follows another coursed's: what it follows and how far behind it is.", "properties": {
+            "upstream": {"type": "string", "description": "The address followed, or `bundles` for deltas imported by hand."},
+            "cursor": {"type": "string", "description": "The upstream's cursor up to which every revision is applied here."},
+            "applied_at": {"type": ["string", "null"], "format": "date-time"},
+            "head": {"type": "string", "description": "The upstream's newest cursor, as last heard (when a follower runs in this server)."},
+            "lag": {"type": "number", "description": "Seconds since the oldest change known and not yet applied here (0: in step)."},
+            "state": {"enum": ["starting", "catching up", "following", "polling", "unreachable", "stopped"]},
+            "error": {"type": "string", "description": "Why the follower is stopped or cannot reach its upstream."},
+        }},
+    }});
+    let mut feed_responses = responses(feed_ok, &[]);
     feed_responses.insert(
         "410".into(),
         json!({"description": "The revisions after this cursor were pruned.",

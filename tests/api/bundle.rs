@@ -154,7 +154,11 @@ async fn malformed_bundles_name_their_line_and_field_and_leave_the_target_untouc
             with(vec![json!({"counts": {"modules": 1, "subjects": 2, "chapters": 0}})]),
             "line 4: the trailer counts".into(),
         ),
-        (lines(r#"{"format":"coursed-bundle","version":3}"#, &good), "line 1: the bundle is of version 3".into()),
+        (
+            lines(r#"{"format":"coursed-bundle","version":4}"#, &good),
+            "line 1: the bundle is of version 4, newer".into(),
+        ),
+        (lines(r#"{"format":"coursed-bundle","version":3}"#, &good), "line 1: a delta's header needs".into()),
         (lines(&module(1, "x").to_string(), &good), "line 1: not a coursed bundle".into()),
         (vec![String::new()], "the bundle is empty".into()),
     ];
