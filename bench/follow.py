@@ -10,7 +10,7 @@ the school on the same engine as the district:
   fastest way a database is filled) is the reference measured in the same run.
 - Lag: the district written to at 500 creates/s for 20 s (W4's bodies, examples/webhook_load
   without receivers) while a school server follows it live (`serve --follow`). Each create's
-  lag is the school's revision `at` (when the school committed it) less the district's
+  lag is when a client of the school's live stream receives it less the district's
   `created_at` (when the district committed it): same machine, same clock. Target: p99 <= 2 s.
 
     bench/follow.py [--rounds 3] [--no-pg] [--rate 500] [--seconds 20]
@@ -18,11 +18,13 @@ the school on the same engine as the district:
 Build first: cargo build --release --bin coursed --example webhook_load (bench/follow.sh does).
 """
 import argparse
+import http.client
 import json
 import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -91,6 +93,38 @@ def catch_up(args, engine, district_db, new_db, work, out, rnd):
     return revisions, follow, imported_delta, imported_plain
 
 
+class StreamLags(threading.Thread):
+    """Reads the school's live stream from `after` on: for each create, the time it arrived less
+    the district's `created_at` (when the district committed it), in ms."""
+
+    def __init__(self, school, after):
+        super().__init__(daemon=True)
+        self.conn = http.client.HTTPConnection("127.0.0.1", school.port, timeout=60)
+        self.conn.request("GET", "/v1/revisions/stream", headers={
+            "Authorization": f"Bearer {TOKEN}", "Accept": "text/event-stream", "Last-Event-ID": str(after)})
+        self.response = self.conn.getresponse()
+        if self.response.status != 200:
+            raise SystemExit(f"the school's stream answered {self.response.status}")
+        self.lags, self.last = [], after
+
+    def run(self):
+        try:
+            for raw in self.response:
+                line = raw.decode()
+                if line.startswith("id: "):
+                    self.last = int(line[4:])
+                elif line.startswith("data: "):
+                    got = int(time.time() * 1000)
+                    a = json.loads(line[6:])["attributes"]
+                    if a["action"] == "create":
+                        self.lags.append(got - ms(a["changes"]["created_at"]["after"]))
+        except (OSError, ValueError):
+            pass
+
+    def stop(self):
+        self.conn.sock and self.conn.sock.close()
+
+
 def lag(args, engine, district_db, new_db, data_dir, out):
     """Lag of each create at the school, in ms, while the district takes --rate creates/s."""
     d = server(args, f"{engine}-district-lag", district_db)
@@ -101,26 +135,22 @@ def lag(args, engine, district_db, new_db, data_dir, out):
     try:
         # Caught up with what the district holds first.
         caught_up(s, feed_head(d), 300, f"{engine}: the school did not catch up")
-        start = feed_head(s)
+        stream = StreamLags(s, feed_head(s))
+        stream.start()
         argv = [os.path.join(args.target_dir, args.profile, "examples", "webhook_load"), coursed_bin(args),
                 district_db, f"127.0.0.1:{d.port}", TOKEN, first_id(data_dir, "module_ids.txt"), "0",
                 str(args.rate), str(args.seconds)]
         said = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
         caught_up(s, feed_head(d), 120, f"{engine}: the school did not catch up after the load")
-        lags, after = [], start
-        while True:
-            page = get(f"{s.url()}/v1/revisions?page%5Bafter%5D={after}&page%5Bsize%5D=1000")
-            for r in page["data"]:
-                a = r["attributes"]
-                if a["action"] == "create":
-                    lags.append(ms(a["at"]) - ms(a["changes"]["created_at"]["after"]))
-                after = int(r["meta"]["cursor"])
-            if not page["data"]:
-                break
+        school_head = feed_head(s)
+        deadline = time.time() + 30
+        while stream.last < school_head and time.time() < deadline:
+            time.sleep(0.05)
+        stream.stop()
+        lags = sorted(stream.lags)
     finally:
         s.stop()
         d.stop()
-    lags.sort()
     at = lambda q: lags[min(int(len(lags) * q), len(lags) - 1)] if lags else 0
     return said, len(lags), at(0.5), at(0.99), lags[-1] if lags else 0
 

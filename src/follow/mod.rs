@@ -24,7 +24,7 @@ pub use self::apply::Applier;
 pub use self::run::{catch_up_once, spawn, Follower};
 pub use self::store::{feed_id, forget, get, Following, BUNDLES};
 use crate::error::{Error, Problem};
-use crate::store::history::Revision;
+use crate::store::history::{Carrier, Revision};
 use crate::store::{Db, Tx};
 
 /// What applying a batch of revisions did.
@@ -62,10 +62,11 @@ pub fn apply_batch(tx: &mut dyn Tx, upstream: &str, feed: &str, revisions: &[Rev
         }
         None => {
             let held = crate::store::bulk::counts(tx).map_err(db)?;
-            if held.total() > 0 {
+            let kept = crate::store::history::count(tx).map_err(db)?;
+            if held.total() > 0 || kept > 0 {
                 return Err(format!(
-                    "this database holds a catalogue of its own ({held}); a follower starts empty, so that it becomes \
-                     the upstream's to the byte: use a new database"
+                    "this database holds a catalogue of its own ({held}; {kept} revisions kept); a follower starts \
+                     empty, so that it becomes the upstream's to the byte and keeps its history: use a new database"
                 ));
             }
             store::begin(tx, upstream, feed, 0).map_err(db)?;
@@ -78,6 +79,15 @@ pub fn apply_batch(tx: &mut dyn Tx, upstream: &str, feed: &str, revisions: &[Rev
         Some(first) if first != cursor + 1 => return Ok(Applied::Gap { cursor, first }),
         Some(_) => {}
     }
+    // The upstream's revisions are kept as they were recorded there, beside the rows: the
+    // triggers record nothing meanwhile (what a deletion takes along here, the upstream's
+    // later revisions say, as they said it there).
+    let recording = |tx: &mut dyn Tx, on: bool| {
+        let sql = tx.dialect().history_recording(on);
+        tx.query(sql, &[], &mut |_| {}).map(drop).map_err(db)
+    };
+    recording(tx, false)?;
+    let mut carrier = Carrier::new(tx).map_err(db)?;
     let mut applier = Applier::default();
     let mut last = cursor;
     for r in todo {
@@ -86,9 +96,12 @@ pub fn apply_batch(tx: &mut dyn Tx, upstream: &str, feed: &str, revisions: &[Rev
             return Err(format!("the revisions skip from place {last} to {seq}: the feed must be read whole"));
         }
         applier.apply(tx, r)?;
+        carrier.push(tx, Revision { seq: None, ..r.clone() }).map_err(db)?;
         last = seq;
     }
     let applied = applier.finish(tx)?;
+    carrier.finish(tx).map_err(db)?;
+    recording(tx, true)?;
     if !store::advance(tx, feed, cursor, last).map_err(db)? {
         return Err("the cursor moved meanwhile".into());
     }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::upstream::{Events, Fault, Said, Upstream, PAGE, SILENT};
+use super::upstream::{Events, Fault, Page, Said, Upstream, PAGE, SILENT};
 use super::{apply_batch, store, Applied, Status};
 use crate::background::{Background, Stop};
 use crate::store::history::Revision;
@@ -37,7 +37,7 @@ pub fn spawn(db: Db, url: &str, token: &str, status: Arc<Status>) -> Result<Foll
         k.upstream = Some(upstream.url.clone());
     });
     Background::spawn("coursed-follow", false, Duration::from_secs(2), move |stop| async move {
-        let mut f = Follow { db, upstream, status, stop, cursor: None, feed: None };
+        let mut f = Follow { db, upstream, status, stop, cursor: None, feed: None, prefetched: None };
         f.run().await;
     })
 }
@@ -55,6 +55,7 @@ pub fn catch_up_once(database: &str, url: &str, token: &str) -> Result<String, S
             stop: Stop::default(),
             cursor: None,
             feed: None,
+            prefetched: None,
         };
         let mut total = 0;
         loop {
@@ -84,6 +85,8 @@ struct Follow {
     cursor: Option<i64>,
     /// The upstream's feed id, once read.
     feed: Option<String>,
+    /// The page after a cursor, read ahead while catching up.
+    prefetched: Option<(i64, Result<Page, Fault>)>,
 }
 
 impl Follow {
@@ -151,7 +154,10 @@ impl Follow {
             Some(c) => c,
             None => self.read_cursor().await?,
         };
-        let page = self.upstream.page(cursor).await?;
+        let page = match self.prefetched.take() {
+            Some((after, page)) if after == cursor => page?,
+            _ => self.upstream.page(cursor).await?,
+        };
         let now = crate::time::now_ms();
         if let Some(feed) = &self.feed {
             if *feed != page.feed {
@@ -181,7 +187,19 @@ impl Follow {
         });
         let n = page.revisions.len() as u64;
         let more = page.revisions.len() == PAGE && page.head > cursor;
-        self.apply(page.revisions).await?;
+        // Catching up, the next page is read while this one is written.
+        let next = page.revisions.last().and_then(|r| r.seq).filter(|_| more);
+        let url = self.upstream.url.clone();
+        let written = write(&self.db, &url, self.feed.as_deref(), page.revisions);
+        let applied = match next {
+            Some(next) => {
+                let (applied, page) = tokio::join!(written, self.upstream.page(next));
+                self.prefetched = Some((next, page));
+                applied
+            }
+            None => written.await,
+        };
+        self.settle(applied)?;
         Ok((n, more))
     }
 
@@ -226,41 +244,33 @@ impl Follow {
 
     /// Applies a batch in one write and moves the cursor.
     async fn apply(&mut self, revisions: Vec<Revision>) -> Result<(), Fault> {
-        let cursor = self.cursor.unwrap_or(0);
-        if revisions.is_empty() {
-            self.caught_up(cursor);
-            return Ok(());
-        }
-        let (url, feed) = (self.upstream.url.clone(), self.feed.clone().unwrap_or_default());
-        let revisions = Arc::new(revisions);
-        let applied = self
-            .db
-            .write(&WriteContext::system("follow"), move |tx| {
-                // A refusal keeps its message (a 409 here, never sent to a client).
-                apply_batch(tx, &url, &feed, &revisions).map_err(|e| {
-                    crate::error::Problem::new(warp::http::StatusCode::CONFLICT, "follow_refused", e).into()
-                })
-            })
-            .await;
+        let applied = write(&self.db, &self.upstream.url, self.feed.as_deref(), revisions).await;
+        self.settle(applied)
+    }
+
+    /// Takes in what applying a batch did.
+    fn settle(&mut self, applied: Result<Option<Applied>, Fault>) -> Result<(), Fault> {
         match applied {
-            Ok(Applied::Moved { cursor, .. }) | Ok(Applied::Had { cursor }) => {
+            Ok(None) => {
+                self.caught_up(self.cursor.unwrap_or(0));
+                Ok(())
+            }
+            Ok(Some(Applied::Moved { cursor, .. })) | Ok(Some(Applied::Had { cursor })) => {
                 self.cursor = Some(cursor);
                 self.caught_up(cursor);
                 Ok(())
             }
-            Ok(Applied::Gap { cursor, .. }) => {
+            Ok(Some(Applied::Gap { cursor, .. })) => {
                 // Another follower into this database moved the cursor: go on from there.
                 self.cursor = Some(cursor);
+                self.prefetched = None;
                 Ok(())
-            }
-            Err(e) if e.status == warp::http::StatusCode::SERVICE_UNAVAILABLE => {
-                Err(Fault::Transient(format!("cannot write now: {e}")))
             }
             Err(e) => {
                 // Read the cursor again before the next try: the database says where it is.
                 self.cursor = None;
-                let why = e.problems.first().map_or_else(|| e.to_string(), |p| p.detail.clone());
-                Err(Fault::Refused(format!("cannot apply the upstream's revisions: {why}")))
+                self.prefetched = None;
+                Err(e)
             }
         }
     }
@@ -304,6 +314,32 @@ impl Follow {
         });
         self.cursor = Some(cursor);
         Ok(cursor)
+    }
+}
+
+/// Applies `revisions` of `feed` (followed at `url`) to `db` in one write; `None` for none.
+async fn write(db: &Db, url: &str, feed: Option<&str>, revisions: Vec<Revision>) -> Result<Option<Applied>, Fault> {
+    if revisions.is_empty() {
+        return Ok(None);
+    }
+    let (url, feed) = (url.to_owned(), feed.unwrap_or_default().to_owned());
+    let revisions = Arc::new(revisions);
+    let applied = db
+        .write(&WriteContext::system("follow"), move |tx| {
+            // A refusal keeps its message (a 409 here, never sent to a client).
+            apply_batch(tx, &url, &feed, &revisions)
+                .map_err(|e| crate::error::Problem::new(warp::http::StatusCode::CONFLICT, "follow_refused", e).into())
+        })
+        .await;
+    match applied {
+        Ok(applied) => Ok(Some(applied)),
+        Err(e) if e.status == warp::http::StatusCode::SERVICE_UNAVAILABLE => {
+            Err(Fault::Transient(format!("cannot write now: {e}")))
+        }
+        Err(e) => {
+            let why = e.problems.first().map_or_else(|| e.to_string(), |p| p.detail.clone());
+            Err(Fault::Refused(format!("cannot apply the upstream's revisions: {why}")))
+        }
     }
 }
 

@@ -167,6 +167,18 @@ impl Dialect {
 
     /// Whether a revision gets its place in the feed (`seq`) when it is inserted (SQLite: one
     /// transaction writes at a time) rather than after commit (PostgreSQL: `sequencer.rs`).
+    /// The statement that turns the history triggers off (`on` false) or on again for the rest
+    /// of this transaction: a follower writes the revisions it applies itself. (SQLite's flag
+    /// is rolled back with a write that fails; PostgreSQL's lasts until the transaction ends.)
+    pub fn history_recording(self, on: bool) -> &'static str {
+        match (self, on) {
+            (Dialect::Sqlite, true) => "UPDATE history_context SET recording = 1 WHERE id = 1",
+            (Dialect::Sqlite, false) => "UPDATE history_context SET recording = 0 WHERE id = 1",
+            (Dialect::Postgres, true) => "SELECT set_config('coursed.recording', 'on', true)",
+            (Dialect::Postgres, false) => "SELECT set_config('coursed.recording', 'off', true)",
+        }
+    }
+
     pub fn places_revisions_on_insert(self) -> bool {
         self == Dialect::Sqlite
     }

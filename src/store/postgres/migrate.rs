@@ -14,6 +14,7 @@ const MIGRATIONS: &[&str] = &[
     HISTORY,
     WEBHOOKS,
     FOLLOW,
+    FOLLOWERS_CARRY,
 ];
 /// Tokens: named, scoped, hashed bearer tokens.
 const TOKENS: &str = include_str!("../../../migrations/postgres/0002-tokens.sql");
@@ -34,6 +35,8 @@ const HISTORY: &str = include_str!("../../../migrations/postgres/0007-history.sq
 const WEBHOOKS: &str = include_str!("../../../migrations/postgres/0008-webhooks.sql");
 /// Following another coursed: this feed's id, and what this database follows.
 const FOLLOW: &str = include_str!("../../../migrations/postgres/0009-follow.sql");
+/// The history triggers heed `coursed.recording`: a follower writes the revisions it applies.
+const FOLLOWERS_CARRY: &str = include_str!("../../../migrations/postgres/0010-history-carried-by-followers.sql");
 /// The advisory lock taken while migrating ("crsd").
 const LOCK: i64 = 0x6372_7364;
 
