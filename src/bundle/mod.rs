@@ -56,12 +56,18 @@ pub enum Contents {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Exported {
     pub resources: Counts,
-    /// Revisions written (with `--history`).
+    /// Revisions written (with `--history`, or in a delta).
     pub revisions: Option<u64>,
+    /// A delta's cursors: from (excluded) and to.
+    pub delta: Option<(i64, i64)>,
 }
 
 impl std::fmt::Display for Exported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some((since, until)) = self.delta {
+            let n = self.revisions.unwrap_or(0);
+            return write!(f, "a delta of {n} revisions (after cursor {since}, up to {until})");
+        }
         write!(f, "{}", self.resources)?;
         match self.revisions {
             Some(n) => write!(f, " and {n} revisions"),
@@ -160,7 +166,7 @@ fn export_to(db: &Db, database: &str, out: &mut dyn Write, name: &str, contents:
                 None
             };
             bar.finish_and_clear();
-            let exported = Exported { resources: counts, revisions };
+            let exported = Exported { resources: counts, revisions, delta: None };
             writeln!(out, "{}", trailer(&exported)).map_err(fail)?;
             out.flush().map_err(fail)?;
             Ok(exported)
@@ -227,7 +233,7 @@ fn export_delta(
     }
     writeln!(out, r#"{{"counts":{{"revisions":{n}}}}}"#).map_err(DeltaFault::Io)?;
     out.flush().map_err(DeltaFault::Io)?;
-    Ok(Exported { resources: Counts::default(), revisions: Some(n) })
+    Ok(Exported { resources: Counts::default(), revisions: Some(n), delta: Some((since, head)) })
 }
 
 /// One revision line: its resource object, members in the order of a resource line (for

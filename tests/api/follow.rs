@@ -255,6 +255,39 @@ async fn a_follower_starts_empty_and_keeps_to_one_feed() {
     }
 }
 
+on_both!(a_follower_reads_a_page_a_second_where_streams_are_refused);
+async fn a_follower_reads_a_page_a_second_where_streams_are_refused() {
+    // A district whose one stream is taken: the follower's stream is a 503.
+    let district = TestApp::new().await.configured(|app| app.streams = Arc::new(coursed::app::Streams::new(1)));
+    district.module("Before").await;
+    let (addr, _stop) = serve(&district).await;
+    let mut taken = TcpStream::connect(addr).unwrap();
+    write!(taken, "GET /v1/revisions/stream HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n")
+        .unwrap();
+    // Held open until the test ends.
+    let _taken = tokio::task::spawn_blocking(move || {
+        let mut status = [0u8; 12];
+        taken.read_exact(&mut status).unwrap();
+        assert_eq!(&status, b"HTTP/1.1 200");
+        taken
+    })
+    .await
+    .unwrap();
+    let school = TestApp::new().await;
+    let _f = coursed::follow::spawn(school.app.db.clone(), &format!("http://{addr}"), TOKEN, school.app.follow.clone())
+        .unwrap();
+    wait_meta(&school, |m| m["state"] == "polling").await;
+    // Changes still arrive, within about a second.
+    for i in 0..3 {
+        district.module(&format!("While polling {i}")).await;
+        let started = Instant::now();
+        caught_up(&school, head(&district).await).await;
+        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    }
+    assert_eq!(catalogue(&school.database).await, catalogue(&district.database).await);
+    assert_eq!(follow_meta(&school).await["state"], "polling");
+}
+
 /// Waits until the school's `meta.follow` satisfies `done` (it follows nothing yet: `meta`
 /// comes from the running follower).
 async fn wait_meta(school: &TestApp, done: impl Fn(&Value) -> bool) -> Value {
