@@ -98,6 +98,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--no-pg", action="store_true")
+    ap.add_argument("--engines", default="sqlite,postgres", help="which engines to measure")
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--duration", default="10s")
@@ -110,7 +111,9 @@ def main():
     work, out, data_dir, pristine = catalogue_100(args, "webhooks")
     engines = []
     run_db = os.path.join(work, "run.db")
-    engines.append(("sqlite", run_db, lambda: fresh_copy(pristine, run_db)))
+    if "sqlite" in args.engines:
+        engines.append(("sqlite", run_db, lambda: fresh_copy(pristine, run_db)))
+    args.no_pg = args.no_pg or "postgres" not in args.engines
     cluster = pg_pristine(args, work, pristine)
     if cluster:
         engines.append(("postgres", cluster.url("coursed_work"),

@@ -68,7 +68,12 @@ fn main() -> ExitCode {
             coursed::history::prune_command(&a.database, &a.before)
         }
         Command::Import(a) => {
-            let opts = coursed::bundle::Options { merge: a.merge, dry_run: a.dry_run, no_history: a.no_history };
+            let opts = coursed::bundle::Options {
+                merge: a.merge,
+                dry_run: a.dry_run,
+                no_history: a.no_history,
+                follow: a.follow,
+            };
             coursed::bundle::import(&a.database, &a.file, opts).map(|c| {
                 let into = coursed::store::display_name(&a.database);
                 if a.dry_run {

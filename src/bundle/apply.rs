@@ -86,7 +86,7 @@ impl<'t> Apply<'t> {
         for (n, more) in inserted.0.iter_mut().zip(self.upserted.0) {
             *n += more;
         }
-        Ok((super::Imported { inserted, updated: self.updated, revisions: None, applied: None }, self.seen))
+        Ok((super::Imported { inserted, updated: self.updated, ..Default::default() }, self.seen))
     }
 
     /// Writes every line pushed so far and lends the transaction (to the revisions that follow

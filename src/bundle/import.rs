@@ -28,6 +28,8 @@ pub struct Options {
     /// Leave out the history a bundle carries: its catalogue is imported as from a bundle
     /// without one (and may then be merged).
     pub no_history: bool,
+    /// Begin to follow the feed the bundle (with history) was exported from, at its cursor.
+    pub follow: bool,
 }
 
 /// What an import changed (or, in a dry run, would have).
@@ -39,6 +41,8 @@ pub struct Imported {
     pub revisions: Option<u64>,
     /// A delta's revisions applied, and the follower's cursor after.
     pub applied: Option<(u64, i64)>,
+    /// The database follows the feed the bundle was exported from, from this cursor on.
+    pub follows: Option<i64>,
 }
 
 impl std::fmt::Display for Imported {
@@ -52,8 +56,11 @@ impl std::fmt::Display for Imported {
             };
         }
         write!(f, "inserted {}; updated {}", self.inserted, self.updated)?;
-        match self.revisions {
-            Some(n) => write!(f, "; their history: {n} revisions"),
+        if let Some(n) = self.revisions {
+            write!(f, "; their history: {n} revisions")?;
+        }
+        match self.follows {
+            Some(cursor) => write!(f, "; it follows the feed exported from, from cursor {cursor} on"),
             None => Ok(()),
         }
     }
@@ -77,14 +84,24 @@ pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, St
     let Some((number, first)) = lines.next()? else {
         return Err("the bundle is empty: it has no header line".into());
     };
-    let has_history = match check_header(number, first)? {
-        Header::Plain => false,
-        Header::History => true,
+    let (has_history, origin) = match check_header(number, first)? {
+        Header::Plain(origin) => (false, origin),
+        Header::History(origin) => (true, origin),
         Header::Delta(delta) => {
             if opts.merge || opts.no_history {
                 return Err("a delta is applied as it is: --merge and --no-history are for other bundles".into());
             }
             return import_delta(database, lines, delta, opts.dry_run);
+        }
+    };
+    let follows = match (opts.follow, origin, has_history) {
+        (false, ..) => None,
+        (true, Some(origin), true) => Some(origin),
+        (true, None, _) => {
+            return Err("this bundle does not name the feed it was exported from: export it with this coursed".into())
+        }
+        (true, Some(_), false) => {
+            return Err("a follower keeps its district's history: export the district with --history".into())
         }
     };
     let carry = has_history && !opts.no_history;
@@ -138,8 +155,13 @@ pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, St
             }
             None => carry.then_some(0),
         };
+        if let Some((feed, cursor)) = &follows {
+            let tx = apply.written()?;
+            crate::follow::begin(tx, crate::follow::BUNDLES, feed, *cursor).map_err(|e| e.to_string())?;
+        }
         let (mut imported, seen) = apply.finish()?;
         imported.revisions = written;
+        imported.follows = follows.as_ref().map(|(_, cursor)| *cursor);
         bar.finish_and_clear();
         if let Some((at, counts, revisions)) = trailer {
             if counts != seen {
@@ -193,8 +215,10 @@ impl<R: Read> Lines<R> {
 
 /// What a header says the bundle holds.
 enum Header {
-    Plain,
-    History,
+    /// A catalogue, with the feed it was exported from and the cursor of its snapshot when the
+    /// header names them.
+    Plain(Option<(String, i64)>),
+    History(Option<(String, i64)>),
     Delta(Delta),
 }
 
@@ -214,25 +238,23 @@ fn check_header(number: u64, bytes: &[u8]) -> Result<Header, String> {
         return Err(format!("line {number}: not a coursed bundle: {expected}"));
     }
     let history = header.get("history").and_then(Json::as_bool).unwrap_or(false);
+    let cursor =
+        |name: &str| header.get(name).and_then(Json::as_str).and_then(|c| c.parse::<i64>().ok()).filter(|c| *c >= 0);
+    let feed = header.get("feed").and_then(Json::as_str).filter(|f| !f.is_empty());
+    let origin = feed.map(str::to_owned).zip(cursor("cursor"));
     match header.get("version").and_then(Json::as_u64) {
         Some(PLAIN) if history => Err(format!("line {number}: a bundle with history is of version {VERSION}")),
-        Some(PLAIN) => Ok(Header::Plain),
-        Some(VERSION) if history => Ok(Header::History),
-        Some(VERSION) => Ok(Header::Plain),
-        Some(DELTA) => {
-            let cursor = |name: &str| {
-                header.get(name).and_then(Json::as_str).and_then(|c| c.parse::<i64>().ok()).filter(|c| *c >= 0)
-            };
-            let feed = header.get("feed").and_then(Json::as_str).filter(|f| !f.is_empty());
-            match (feed, cursor("since"), cursor("until")) {
-                (Some(feed), Some(since), Some(until)) if since <= until => {
-                    Ok(Header::Delta(Delta { feed: feed.to_owned(), since, until }))
-                }
-                _ => Err(format!(
-                    "line {number}: a delta's header needs \"feed\", and \"since\" and \"until\" cursors (since <= until)"
-                )),
+        Some(PLAIN) => Ok(Header::Plain(origin)),
+        Some(VERSION) if history => Ok(Header::History(origin)),
+        Some(VERSION) => Ok(Header::Plain(origin)),
+        Some(DELTA) => match (feed, cursor("since"), cursor("until")) {
+            (Some(feed), Some(since), Some(until)) if since <= until => {
+                Ok(Header::Delta(Delta { feed: feed.to_owned(), since, until }))
             }
-        }
+            _ => Err(format!(
+                "line {number}: a delta's header needs \"feed\", and \"since\" and \"until\" cursors (since <= until)"
+            )),
+        },
         Some(v) if v > DELTA => Err(format!(
             "line {number}: the bundle is of version {v}, newer than this coursed reads ({DELTA}); use a newer coursed"
         )),

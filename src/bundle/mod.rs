@@ -87,8 +87,9 @@ pub fn export(database: &str, output: &str, force: bool, contents: Contents) -> 
     opts.wait = crate::store::COMMAND_WAIT;
     let source = Db::open_source(&opts)?;
     let db = &source.db;
-    if contents != Contents::Catalogue {
-        // PostgreSQL places revisions in the feed after they commit: every one committed is.
+    {
+        // PostgreSQL places revisions in the feed after they commit: every one committed is
+        // (the header's cursor says how far the snapshot's catalogue goes).
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -123,6 +123,12 @@ pub struct ImportArgs {
     /// it); the import records one revision per resource it writes, as for any bundle.
     #[arg(long)]
     pub no_history: bool,
+    /// Begin to follow the district the bundle was exported from (a bundle written by `coursed
+    /// export --history`): the database takes its catalogue and history, and follows its feed
+    /// from the export's cursor on (serve --follow, coursed follow, or deltas since it). For a
+    /// district whose history was pruned past the start of its feed.
+    #[arg(long, conflicts_with_all = ["merge", "no_history"])]
+    pub follow: bool,
 }
 
 #[derive(Debug, Clone, Args)]

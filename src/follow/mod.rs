@@ -22,10 +22,10 @@ use serde_json::{json, Value as Json};
 
 pub use self::apply::Applier;
 pub use self::run::{catch_up_once, spawn, Follower};
-pub use self::store::{feed_id, forget, get, Following, BUNDLES};
+pub use self::store::{begin, feed_id, forget, get, Following, BUNDLES};
 use crate::error::{Error, Problem};
 use crate::store::history::{Carrier, Revision};
-use crate::store::{Db, Tx};
+use crate::store::{Db, Tx, Value};
 
 /// What applying a batch of revisions did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +47,10 @@ pub fn apply_batch(tx: &mut dyn Tx, upstream: &str, feed: &str, revisions: &[Rev
     let db = |e: crate::store::DbError| e.to_string();
     // The row first, locked: another follower of the same feed into this database waits.
     tx.execute("UPDATE coursed_follow SET applied_at = applied_at WHERE id = 1", &[]).map_err(db)?;
+    // A follower begun from an export (`import --follow`) may hold, in the history it took, a
+    // revision that PostgreSQL placed in the feed only after the export's snapshot: its first
+    // batch passes over those it holds (looked up one by one, once).
+    let mut seeded = false;
     let cursor = match store::get(tx).map_err(db)? {
         Some(f) if f.feed != feed => {
             return Err(format!(
@@ -58,6 +62,7 @@ pub fn apply_batch(tx: &mut dyn Tx, upstream: &str, feed: &str, revisions: &[Rev
             if f.upstream != upstream && upstream != BUNDLES {
                 store::set_upstream(tx, upstream).map_err(db)?;
             }
+            seeded = f.applied_at.is_none() && crate::store::history::count(tx).map_err(db)? > 0;
             f.cursor
         }
         None => {
@@ -96,7 +101,15 @@ pub fn apply_batch(tx: &mut dyn Tx, upstream: &str, feed: &str, revisions: &[Rev
             return Err(format!("the revisions skip from place {last} to {seq}: the feed must be read whole"));
         }
         applier.apply(tx, r)?;
-        carrier.push(tx, Revision { seq: None, ..r.clone() }).map_err(db)?;
+        let held = seeded && {
+            let sql = "SELECT 1 FROM revisions WHERE resource_type = ? AND resource_id = ? AND number = ?";
+            let params =
+                [Value::Text(r.resource_type.clone()), Value::Text(r.resource_id.clone()), Value::Int(r.number)];
+            tx.exists(sql, &params).map_err(db)?
+        };
+        if !held {
+            carrier.push(tx, Revision { seq: None, ..r.clone() }).map_err(db)?;
+        }
         last = seq;
     }
     let applied = applier.finish(tx)?;
@@ -209,7 +222,7 @@ impl Status {
                 },
             };
             meta["head"] = json!(k.head.to_string());
-            meta["lag"] = json!((lag.max(0) as f64 / 1000.0 * 1000.0).round() / 1000.0);
+            meta["lag"] = json!(lag.max(0) as f64 / 1000.0);
             meta["state"] = json!(k.state);
             if let Some(e) = &k.error {
                 meta["error"] = json!(e);

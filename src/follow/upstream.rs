@@ -50,8 +50,8 @@ impl std::fmt::Display for Fault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Fault::Pruned => f.write_str(
-                "the upstream pruned the revisions after this database's cursor: start again from an export of it \
-                 (coursed export, then coursed import --follow)",
+                "the upstream pruned the revisions after this database's cursor: start again in an empty database \
+                 from an export of it (coursed export --history there, coursed import --follow here)",
             ),
             Fault::Refused(why) | Fault::Transient(why) => f.write_str(why),
         }

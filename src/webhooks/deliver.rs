@@ -66,7 +66,10 @@ impl Settings {
 const PAGE: usize = 100;
 /// How often a webhook that is delivering records how far it got (and renews its lease): after
 /// a crash, at most what was delivered since is delivered again (at least once).
-const RECORD_EVERY: Duration = Duration::from_millis(100);
+const RECORD_EVERY: Duration = Duration::from_secs(1);
+/// How long a delivery that has sent everything waits for more before it gives its lease up:
+/// under a stream of writes it goes on without taking the lease again at every one.
+const STAY: Duration = Duration::from_secs(1);
 
 /// The deliveries of a server, on a thread of their own: stopped when dropped (each webhook's
 /// progress recorded and its lease given up, so that another server, or this one started
@@ -259,6 +262,7 @@ impl Delivery {
             filter.types.iter().filter_map(|name| resources::by_name(name)).collect();
         let mut pending = Unrecorded::default();
         let mut recorded_at = std::time::Instant::now();
+        let mut idle_since: Option<std::time::Instant> = None;
         loop {
             let after = pending.cursor.unwrap_or(self.webhook.cursor);
             let read = match self.pages.read(&self.db, after, &types).await {
@@ -284,12 +288,25 @@ impl Delivery {
                 continue;
             }
             if page.revisions.is_empty() && page.next <= after {
-                // Up to date: what is pending is recorded, and the lease given up.
+                // Up to date: it waits a little for more, then records what is pending and gives
+                // the lease up.
+                let idle = *idle_since.get_or_insert_with(std::time::Instant::now);
+                if idle.elapsed() < STAY && !self.stop.stopped() {
+                    if recorded_at.elapsed() >= RECORD_EVERY && pending.cursor.is_some() {
+                        recorded_at = std::time::Instant::now();
+                        if !self.settle(&ctx, std::mem::take(&mut pending)).await {
+                            return;
+                        }
+                    }
+                    self.stop.sleep(self.settings.every).await;
+                    continue;
+                }
                 if self.settle(&ctx, pending).await {
                     self.release(&ctx).await;
                 }
                 return;
             }
+            idle_since = None;
             for revision in &page.revisions {
                 let place = revision.seq.unwrap_or(after);
                 if filter.keeps_action(&revision.action) {

@@ -47,7 +47,7 @@ fn lines(header: &str, resources: &[Value]) -> Vec<String> {
 async fn import(database: &str, file: &str, merge: bool, dry_run: bool) -> Result<Imported, String> {
     let (database, file) = (database.to_owned(), file.to_owned());
     tokio::task::spawn_blocking(move || {
-        coursed::bundle::import(&database, &file, Options { merge, dry_run, no_history: false })
+        coursed::bundle::import(&database, &file, Options { merge, dry_run, ..Default::default() })
     })
     .await
     .unwrap()

@@ -255,6 +255,56 @@ async fn a_follower_starts_empty_and_keeps_to_one_feed() {
     }
 }
 
+on_both!(a_district_that_pruned_its_history_is_followed_from_an_export);
+async fn a_district_that_pruned_its_history_is_followed_from_an_export() {
+    let district = TestApp::new().await;
+    changes(&district, 23, 60).await;
+    coursed::history::prune(&district.app.db, coursed::time::now_ms() + 1000).await.unwrap();
+    changes(&district, 29, 20).await;
+    let (addr, _stop) = serve(&district).await;
+    let url = format!("http://{addr}");
+    // From the start of the feed: gone, and said so.
+    let school = TestApp::new().await;
+    let f = coursed::follow::spawn(school.app.db.clone(), &url, TOKEN, school.app.follow.clone()).unwrap();
+    let meta = wait_meta(&school, |m| m["state"] == "stopped").await;
+    assert!(meta["error"].as_str().unwrap().contains("import --follow"), "{meta}");
+    drop(f);
+    // From an export with its history: the school begins at the export's cursor.
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("district.jsonl").to_str().unwrap().to_owned();
+    let (from, to) = (district.database.clone(), bundle.clone());
+    tokio::task::spawn_blocking(move || coursed::bundle::export(&from, &to, false, Contents::WithHistory))
+        .await
+        .unwrap()
+        .unwrap();
+    let (plain, to) = (dir.path().join("plain.jsonl").to_str().unwrap().to_owned(), district.database.clone());
+    let out = plain.clone();
+    tokio::task::spawn_blocking(move || coursed::bundle::export(&to, &out, false, Contents::Catalogue))
+        .await
+        .unwrap()
+        .unwrap();
+    let seeded = district.engine.fresh_database(dir.path());
+    let follow = coursed::bundle::Options { follow: true, ..Default::default() };
+    let (db, file) = (seeded.clone(), plain.clone());
+    let e =
+        tokio::task::spawn_blocking(move || coursed::bundle::import(&db, &file, follow)).await.unwrap().unwrap_err();
+    assert!(e.contains("--history"), "{e}");
+    let (db, file) = (seeded.clone(), bundle.clone());
+    let said = tokio::task::spawn_blocking(move || coursed::bundle::import(&db, &file, follow)).await.unwrap().unwrap();
+    assert_eq!(said.follows, Some(head(&district).await));
+    changes(&district, 31, 30).await;
+    let school = TestApp::open(district.engine, &seeded).await.unwrap();
+    let _f = coursed::follow::spawn(school.app.db.clone(), &url, TOKEN, school.app.follow.clone()).unwrap();
+    caught_up(&school, head(&district).await).await;
+    assert_eq!(catalogue(&school.database).await, catalogue(&district.database).await);
+    // Each resource's history as the district keeps it.
+    let attributes = |r: crate::helpers::Resp| r.data().iter().map(|r| r["attributes"].clone()).collect::<Vec<_>>();
+    for id in district.get("/v1/subjects?page[size]=5").await.ids() {
+        let path = format!("/v1/subjects/{id}/revisions");
+        assert_eq!(attributes(school.get(&path).await), attributes(district.get(&path).await), "{path}");
+    }
+}
+
 on_both!(a_follower_reads_a_page_a_second_where_streams_are_refused);
 async fn a_follower_reads_a_page_a_second_where_streams_are_refused() {
     // A district whose one stream is taken: the follower's stream is a 503.

@@ -185,7 +185,7 @@ fn a_bulk_load_that_deadlocks_with_a_request_takes_its_locks_again() {
         coursed::bundle::import(
             &db,
             &path,
-            coursed::bundle::Options { merge: false, dry_run: false, no_history: false },
+            coursed::bundle::Options { merge: false, dry_run: false, no_history: false, follow: false },
         )
     });
     // Wait until the load waits for the word counts the request holds.

@@ -67,7 +67,7 @@ async fn the_index_follows_every_write() {
         coursed::bundle::import(
             &database,
             &path,
-            coursed::bundle::Options { merge: true, dry_run: false, no_history: false },
+            coursed::bundle::Options { merge: true, dry_run: false, no_history: false, follow: false },
         )
     })
     .await
