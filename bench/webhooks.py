@@ -5,8 +5,8 @@
   coursed without any, alternating in each round, each start on a fresh copy of the same data;
   target: with / without >= 0.95. The receivers (examples/webhook_load.rs) take every delivery
   on keep-alive connections and answer 204. They stand for other systems, which run on other
-  machines: here they share the two cores, so they run at a lower priority (nice 10), as the
-  deliveries themselves do, and take what the requests leave.
+  machines: here they share the two cores, so they take only the CPU time the server and its
+  database leave (SCHED_IDLE), as the deliveries themselves do.
 - The lag of deliveries (from a revision's commit to its receipt) with 3 webhooks while
   subjects are created at 500 per second for 20 s; target: p99 <= 2 s.
 
@@ -30,6 +30,12 @@ RECEIVERS = 3
 MIN_RATIO, MAX_LAG_P99_MS = 0.95, 2000
 
 
+def idle():
+    """The receivers stand for other machines: on this one they take only the CPU time the
+    server and its database leave (SCHED_IDLE), as the deliveries do."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+
+
 class Receivers:
     """examples/webhook_load with RATE 0: adds the webhooks, then takes deliveries until stopped."""
 
@@ -37,7 +43,7 @@ class Receivers:
         argv = [os.path.join(args.target_dir, args.profile, "examples", "webhook_load"), coursed_bin(args), database,
                 addr, TOKEN, module, str(RECEIVERS), "0", str(seconds)]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     preexec_fn=lambda: os.nice(10))
+                                     preexec_fn=idle)
         line = self.proc.stdout.readline()
         if not line.startswith("ready"):
             raise SystemExit(f"the receivers did not start: {line}{self.proc.stderr.read()}")
@@ -47,19 +53,19 @@ class Receivers:
         self.proc.wait()
 
 
-def server(args, name, database, prepare):
+def server(args, name, database, prepare, db_ticks=None):
     argv = [coursed_bin(args), "serve", "--port", "0", "--database", database, "--token", TOKEN,
             "--log-level", "warn", "--access-log", "off"]
-    return Server(name, argv, ready_line="listening on http://", prepare=prepare)
+    return Server(name, argv, ready_line="listening on http://", prepare=prepare, db_ticks=db_ticks)
 
 
-def throughput(args, engine, database, prepare, data_dir, out):
+def throughput(args, engine, database, prepare, data_dir, out, db_ticks=None):
     """{(variant, workload): [rps per round]}."""
     module = first_id(data_dir, "module_ids.txt")
     rps = {}
     for rnd in range(1, args.rounds + 1):
         for variant in ("without", "with"):
-            s = server(args, f"{engine}-{variant}", database, prepare)
+            s = server(args, f"{engine}-{variant}", database, prepare, db_ticks)
             s.prepare()
             s.start(os.path.join(out, f"{engine}-{variant}-{rnd}.log"))
             receivers = Receivers(args, database, f"127.0.0.1:{s.port}", module) if variant == "with" else None
@@ -70,8 +76,9 @@ def throughput(args, engine, database, prepare, data_dir, out):
                         raise SystemExit(f"{engine} {variant} {w}: {r['non2xx']} unexpected statuses, "
                                          f"{r['socket_errors']} socket errors")
                     rps.setdefault((variant, w), []).append(r["rps"])
+                    db = f"  database {r['db_cpu_us_per_req']} µs/req" if db_ticks else ""
                     log(f"   {engine:8} {variant:8} {w}  {r['rps']:8.1f} req/s  p99 {r['p99_ms']:6.2f} ms  "
-                        f"busy {r['machine_busy_pct']}%")
+                        f"busy {r['machine_busy_pct']}%  coursed {r['cpu_us_per_req']} µs/req{db}")
             finally:
                 if receivers:
                     receivers.stop()
@@ -122,7 +129,8 @@ def main():
     lines = ["| engine | W4 with / without | W5 with / without | delivery lag |", "|---|---:|---:|---|"]
     try:
         for engine, database, prepare in engines:
-            rps = throughput(args, engine, database, prepare, data_dir, out)
+            ticks = cluster.cpu_ticks if cluster and engine == "postgres" else None
+            rps = throughput(args, engine, database, prepare, data_dir, out, ticks)
             ratios = {}
             for w in ("W4", "W5"):
                 ratios[w] = statistics.median(rps[("with", w)]) / statistics.median(rps[("without", w)])

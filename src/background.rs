@@ -7,6 +7,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The CPU priority of a background thread (see `crate::priority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Priority {
+    /// As the requests'.
+    Normal,
+    /// Only on CPU time the requests leave.
+    Idle,
+}
+
 /// Tells the work it is asked to stop.
 #[derive(Clone, Default)]
 pub struct Stop(Arc<AtomicBool>);
@@ -34,9 +43,8 @@ pub struct Background {
 }
 
 impl Background {
-    /// Runs `work` on the thread `name`, at a lower CPU priority when `lower` (see
-    /// `crate::priority`: when requests keep every core busy, they go first).
-    pub fn spawn<F, Fut>(name: &str, lower: bool, within: Duration, work: F) -> Result<Background, String>
+    /// Runs `work` on the thread `name`, at `priority`.
+    pub fn spawn<F, Fut>(name: &str, priority: Priority, within: Duration, work: F) -> Result<Background, String>
     where
         F: FnOnce(Stop) -> Fut + Send + 'static,
         Fut: Future<Output = ()>,
@@ -50,8 +58,8 @@ impl Background {
         let thread = std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
-                if lower {
-                    crate::priority::lower();
+                if priority == Priority::Idle {
+                    crate::priority::idle();
                 }
                 runtime.block_on(work(stopping));
             })

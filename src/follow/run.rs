@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::upstream::{Events, Fault, Page, Said, Upstream, PAGE, SILENT};
 use super::{apply_batch, store, Applied, Status};
-use crate::background::{Background, Stop};
+use crate::background::{Background, Priority, Stop};
 use crate::store::history::Revision;
 use crate::store::{Db, WriteContext};
 
@@ -36,7 +36,7 @@ pub fn spawn(db: Db, url: &str, token: &str, status: Arc<Status>) -> Result<Foll
         k.state = "starting";
         k.upstream = Some(upstream.url.clone());
     });
-    Background::spawn("coursed-follow", false, Duration::from_secs(2), move |stop| async move {
+    Background::spawn("coursed-follow", Priority::Normal, Duration::from_secs(2), move |stop| async move {
         let mut f = Follow { db, upstream, status, stop, cursor: None, feed: None, prefetched: None };
         f.run().await;
     })

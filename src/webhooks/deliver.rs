@@ -15,8 +15,8 @@ use bytes::Bytes;
 use serde_json::json;
 
 use super::store::{self, Outcome, Webhook};
-use super::{sign, Filter};
-use crate::background::Stop;
+use super::{signing_key, Filter, SigningKey};
+use crate::background::{Priority, Stop};
 use crate::client::{self, Target};
 use crate::render::Base;
 use crate::resources;
@@ -82,11 +82,11 @@ const STOP_WITHIN: Duration = Duration::from_secs(2);
 
 /// Starts delivering the webhooks of `db` until the returned handle is dropped; `base` is the
 /// origin of the links in what is sent (`--public-url`, or the address the server listens on).
-/// They run on a thread of their own at a lower CPU priority (see `crate::priority`), with a
-/// runtime of their own: when requests keep both cores busy, the requests go first and the
-/// deliveries catch up after.
+/// They run on a thread of their own that takes only the CPU time requests leave
+/// (`SCHED_IDLE`, see `crate::priority`), with a runtime of their own: when requests keep both
+/// cores busy, the requests go first and the deliveries catch up after.
 pub fn spawn(db: Db, base: Base, settings: Settings) -> Result<Deliveries, String> {
-    crate::background::Background::spawn("coursed-webhooks", true, STOP_WITHIN, move |stop| {
+    crate::background::Background::spawn("coursed-webhooks", Priority::Idle, STOP_WITHIN, move |stop| {
         deliver_all(db, base, settings, stop)
     })
 }
@@ -167,12 +167,19 @@ struct Delivery {
 type Read = (history::FeedPage, Option<i64>);
 
 /// The pages of the feed this server's webhooks read lately: webhooks that wait at the same
-/// place (as they do while they keep up) read each page once, not once each.
+/// place (as they do while they keep up) read each page once, not once each, and each
+/// revision's document is rendered once for all of them.
 #[derive(Default)]
 struct Pages {
     /// Newest last.
     kept: Mutex<Vec<Kept>>,
+    /// The documents of revisions sent lately, by revision key, oldest first.
+    rendered: Mutex<std::collections::VecDeque<(i64, Bytes)>>,
 }
+
+/// Documents kept for the other webhooks (a few pages' worth: those that keep up send the same
+/// revisions within moments of each other).
+const RENDERED_KEPT: usize = 1024;
 
 /// A page read: after which place, of which types, when, and what it holds.
 type Kept = (i64, Vec<&'static str>, std::time::Instant, Arc<Read>);
@@ -183,6 +190,21 @@ const PAGE_SHARED: Duration = Duration::from_millis(250);
 const PAGES_KEPT: usize = 8;
 
 impl Pages {
+    /// The document of `revision` as POSTed, rendered once for every webhook of this server.
+    fn document(&self, base: &Base, revision: &Revision) -> Bytes {
+        if let Some((_, body)) = lock(&self.rendered).iter().rev().find(|(key, _)| *key == revision.key) {
+            return body.clone();
+        }
+        let doc = json!({"jsonapi": {"version": "1.0"}, "data": crate::http::revisions::object(base, revision)});
+        let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+        let mut rendered = lock(&self.rendered);
+        if rendered.len() == RENDERED_KEPT {
+            rendered.pop_front();
+        }
+        rendered.push_back((revision.key, body.clone()));
+        body
+    }
+
     /// The page of `types` after `after`: a copy read in the last moments, or a new read. A page
     /// with no revision is never shared: a webhook that finds nothing new asks again.
     async fn read(
@@ -249,6 +271,13 @@ impl Delivery {
             }
         };
         let mut connection = client::Connection::new(target);
+        let key = match signing_key(&self.webhook.secret) {
+            Ok(key) => key,
+            Err(e) => {
+                self.record(&ctx, &self.failure(None, e)).await;
+                return;
+            }
+        };
         let filter = match Filter::parse(&self.webhook.types, &self.webhook.actions) {
             Ok(filter) => filter,
             // A filter this build does not know (a type or action of another version): nothing
@@ -310,7 +339,7 @@ impl Delivery {
             for revision in &page.revisions {
                 let place = revision.seq.unwrap_or(after);
                 if filter.keeps_action(&revision.action) {
-                    match self.send(&mut connection, revision).await {
+                    match self.send(&mut connection, &key, revision).await {
                         Ok(status) => {
                             pending.delivered += 1;
                             pending.status = status;
@@ -345,12 +374,16 @@ impl Delivery {
     }
 
     /// POSTs `revision`: the status of a 2xx, or the failure to record.
-    async fn send(&self, connection: &mut client::Connection, revision: &Revision) -> Result<u16, Outcome> {
-        let doc = json!({"jsonapi": {"version": "1.0"}, "data": crate::http::revisions::object(&self.base, revision)});
-        let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+    async fn send(
+        &self,
+        connection: &mut client::Connection,
+        key: &SigningKey,
+        revision: &Revision,
+    ) -> Result<u16, Outcome> {
+        let body = self.pages.document(&self.base, revision);
         let message = revision_id(revision.key);
         let timestamp = crate::time::now_ms() / 1000;
-        let signature = sign(&self.webhook.secret, &message, timestamp, &body).map_err(|e| self.failure(None, e))?;
+        let signature = key.sign(&message, timestamp, &body);
         let headers = [
             ("content-type", crate::jsonapi::JSONAPI.to_owned()),
             ("user-agent", concat!("coursed/", env!("CARGO_PKG_VERSION")).to_owned()),

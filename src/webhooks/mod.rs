@@ -90,17 +90,31 @@ pub fn mint_secret() -> Result<String, String> {
 /// The `webhook-signature` of a message (Standard Webhooks): `v1,` and the base64 HMAC-SHA256,
 /// with the secret's key, of `{id}.{timestamp}.{body}`.
 pub fn sign(secret: &str, id: &str, timestamp: i64, body: &[u8]) -> Result<String, String> {
+    Ok(signing_key(secret)?.sign(id, timestamp, body))
+}
+
+/// A webhook's secret made ready to sign with, once for many messages.
+pub struct SigningKey(hmac::Key);
+
+/// The key of `secret` (`whsec_` and the key in base64).
+pub fn signing_key(secret: &str) -> Result<SigningKey, String> {
     let key = BASE64
         .decode(secret.strip_prefix("whsec_").unwrap_or(secret))
         .map_err(|_| "the webhook's secret is not base64 (whsec_...)".to_owned())?;
-    let key = hmac::Key::new(hmac::HMAC_SHA256, &key);
-    let mut ctx = hmac::Context::with_key(&key);
-    ctx.update(id.as_bytes());
-    ctx.update(b".");
-    ctx.update(timestamp.to_string().as_bytes());
-    ctx.update(b".");
-    ctx.update(body);
-    Ok(format!("v1,{}", BASE64.encode(ctx.sign().as_ref())))
+    Ok(SigningKey(hmac::Key::new(hmac::HMAC_SHA256, &key)))
+}
+
+impl SigningKey {
+    /// `v1,<base64 of the HMAC-SHA256 of "{id}.{timestamp}.{body}">`.
+    pub fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+        let mut ctx = hmac::Context::with_key(&self.0);
+        ctx.update(id.as_bytes());
+        ctx.update(b".");
+        ctx.update(timestamp.to_string().as_bytes());
+        ctx.update(b".");
+        ctx.update(body);
+        format!("v1,{}", BASE64.encode(ctx.sign().as_ref()))
+    }
 }
 
 #[cfg(test)]
