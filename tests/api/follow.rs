@@ -216,6 +216,30 @@ async fn a_follower_applies_every_change_in_order_refuses_writes_and_resumes() {
     assert!(district.get("/v1/revisions").await.body["meta"].get("follow").is_none());
 }
 
+on_both!(two_followers_into_one_database_apply_each_revision_once);
+/// Replicas of a school, each with `--follow`: they take turns on the cursor, and each revision
+/// is applied (and kept in the history) once.
+async fn two_followers_into_one_database_apply_each_revision_once() {
+    let district = TestApp::new().await;
+    changes(&district, 37, 40).await;
+    let (addr, _stop) = serve(&district).await;
+    let url = format!("http://{addr}");
+    let school = TestApp::new().await;
+    let other = school.replica(Duration::from_secs(5)).await;
+    let _a = coursed::follow::spawn(school.app.db.clone(), &url, TOKEN, school.app.follow.clone()).unwrap();
+    let _b = coursed::follow::spawn(other.app.db.clone(), &url, TOKEN, other.app.follow.clone()).unwrap();
+    for seed in [41, 43] {
+        changes(&district, seed, 30).await;
+        caught_up(&school, head(&district).await).await;
+        caught_up(&other, head(&district).await).await;
+    }
+    assert_eq!(catalogue(&school.database).await, catalogue(&district.database).await);
+    assert_eq!(history(&school).await, history(&district).await);
+    for t in [&school, &other] {
+        assert_eq!(follow_meta(t).await["state"], "following");
+    }
+}
+
 on_both!(a_follower_starts_empty_and_keeps_to_one_feed);
 async fn a_follower_starts_empty_and_keeps_to_one_feed() {
     let district = TestApp::new().await;
