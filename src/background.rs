@@ -7,15 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The CPU priority of a background thread (see `crate::priority`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Priority {
-    /// As the requests'.
-    Normal,
-    /// Only on CPU time the requests leave.
-    Idle,
-}
-
 /// Tells the work it is asked to stop.
 #[derive(Clone, Default)]
 pub struct Stop(Arc<AtomicBool>);
@@ -43,8 +34,10 @@ pub struct Background {
 }
 
 impl Background {
-    /// Runs `work` on the thread `name`, at `priority`.
-    pub fn spawn<F, Fut>(name: &str, priority: Priority, within: Duration, work: F) -> Result<Background, String>
+    /// Runs `work` on the thread `name`. It runs at the requests' priority: the threads it
+    /// starts (the PostgreSQL engine starts its workers from whichever thread first needs one)
+    /// would inherit a lower one, and serve requests with it.
+    pub fn spawn<F, Fut>(name: &str, within: Duration, work: F) -> Result<Background, String>
     where
         F: FnOnce(Stop) -> Fut + Send + 'static,
         Fut: Future<Output = ()>,
@@ -57,12 +50,7 @@ impl Background {
             .map_err(|e| format!("cannot start the runtime of {name}: {e}"))?;
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || {
-                if priority == Priority::Idle {
-                    crate::priority::idle();
-                }
-                runtime.block_on(work(stopping));
-            })
+            .spawn(move || runtime.block_on(work(stopping)))
             .map_err(|e| format!("cannot start the thread {name}: {e}"))?;
         Ok(Background { stop, within, thread: Some(thread) })
     }

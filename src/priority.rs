@@ -29,19 +29,6 @@ pub fn lower() {
     }
 }
 
-/// Makes the calling thread (and the threads it starts after) run only on CPU time nothing else
-/// wants (`SCHED_IDLE`): for background work that may wait while requests keep every core busy,
-/// and catches up when they stop (webhooks' deliveries).
-pub fn idle() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` outlives the call; pid 0 is the calling thread.
-    let failed = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) != 0 };
-    if failed {
-        log::debug!("cannot make a background thread idle-priority: {}", std::io::Error::last_os_error());
-        lower();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -57,17 +44,5 @@ mod tests {
         .unwrap();
         assert_eq!(lowered, (before + super::LOWER_BY).min(19));
         assert_eq!(nice(), before, "the calling thread is as it was");
-    }
-
-    #[test]
-    fn an_idle_thread_is_scheduled_as_such() {
-        let policy = std::thread::spawn(|| {
-            super::idle();
-            unsafe { libc::sched_getscheduler(0) }
-        })
-        .join()
-        .unwrap();
-        assert_eq!(policy, libc::SCHED_IDLE);
-        assert_ne!(unsafe { libc::sched_getscheduler(0) }, libc::SCHED_IDLE, "the calling thread is as it was");
     }
 }

@@ -115,6 +115,13 @@ pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, St
     let name = display_name(database);
     let new_file = !crate::store::is_postgres_url(database) && !std::path::Path::new(database).exists();
     let imported = crate::store::bulk_into(database, target, crate::store::COMMAND_WAIT, |tx| {
+        if let Some(f) = crate::follow::get(tx).map_err(|e| format!("cannot read {name}: {e}"))? {
+            return Err(format!(
+                "{name} follows {}: its catalogue changes only as that one does (import a delta of it, or stop \
+                 following with coursed follow --forget)",
+                f.upstream
+            ));
+        }
         let bar = crate::dataset::progress_bar(size, "{bar:40} {bytes}/{total_bytes}, {bytes_per_sec}, {eta} left");
         let mut apply = Apply::new(tx, opts.merge).map_err(|e| format!("cannot import into {name}: {e}"))?;
         let mut trailer: Option<(u64, Counts, Option<u64>)> = None;

@@ -74,7 +74,10 @@ pub fn apply_batch(tx: &mut dyn Tx, upstream: &str, feed: &str, revisions: &[Rev
                      empty, so that it becomes the upstream's to the byte and keeps its history: use a new database"
                 ));
             }
-            store::begin(tx, upstream, feed, 0).map_err(db)?;
+            if !store::begin(tx, upstream, feed, 0).map_err(db)? {
+                // Another follower (a replica) began meanwhile: the next round reads its row.
+                return Ok(Applied::Gap { cursor: 0, first: revisions.first().and_then(|r| r.seq).unwrap_or(0) });
+            }
             0
         }
     };
@@ -189,7 +192,9 @@ impl Status {
 
     /// The 403 a write to the catalogue gets while the database follows another's.
     pub async fn refuse_write(&self, db: &Db) -> Option<Error> {
-        let upstream = self.known(db).await.following?.upstream;
+        // A follower runs here: refused from the start, before it has applied anything.
+        let known = self.known(db).await;
+        let upstream = known.following.map(|f| f.upstream).or(known.upstream)?;
         let from = if upstream == BUNDLES { "delta bundles (coursed import)".to_owned() } else { upstream };
         let detail = format!(
             "This catalogue is followed from {from}: it changes only as that one does. Make the change there \

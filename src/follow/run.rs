@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::upstream::{Events, Fault, Page, Said, Upstream, PAGE, SILENT};
 use super::{apply_batch, store, Applied, Status};
-use crate::background::{Background, Priority, Stop};
+use crate::background::{Background, Stop};
 use crate::store::history::Revision;
 use crate::store::{Db, WriteContext};
 
@@ -36,7 +36,7 @@ pub fn spawn(db: Db, url: &str, token: &str, status: Arc<Status>) -> Result<Foll
         k.state = "starting";
         k.upstream = Some(upstream.url.clone());
     });
-    Background::spawn("coursed-follow", Priority::Normal, Duration::from_secs(2), move |stop| async move {
+    Background::spawn("coursed-follow", Duration::from_secs(2), move |stop| async move {
         let mut f = Follow { db, upstream, status, stop, cursor: None, feed: None, prefetched: None };
         f.run().await;
     })
@@ -108,7 +108,13 @@ impl Follow {
                         self.stop.sleep(POLL).await;
                         continue;
                     }
+                    let began = tokio::time::Instant::now();
                     match self.live().await {
+                        // A stream that ended at once (a proxy that closes it): not again at once.
+                        Ok(()) if began.elapsed() < POLL => {
+                            self.stop.sleep(POLL).await;
+                            continue;
+                        }
                         Ok(()) => continue,
                         Err(Fault::Transient(e)) | Err(Fault::Refused(e)) => {
                             log::info!(
@@ -186,7 +192,8 @@ impl Follow {
             k.error = None;
         });
         let n = page.revisions.len() as u64;
-        let more = page.revisions.len() == PAGE && page.head > cursor;
+        // A page may stop short of PAGE (at 4 MiB of changes): more is what the head says.
+        let more = page.revisions.last().and_then(|r| r.seq).is_some_and(|last| last < page.head);
         // Catching up, the next page is read while this one is written.
         let next = page.revisions.last().and_then(|r| r.seq).filter(|_| more);
         let url = self.upstream.url.clone();

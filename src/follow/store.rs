@@ -38,13 +38,15 @@ pub fn get(tx: &mut dyn Tx) -> Result<Option<Following>, DbError> {
     Ok(out)
 }
 
-/// Makes the database a follower of `feed` at `upstream`, from `cursor` on.
-pub fn begin(tx: &mut dyn Tx, upstream: &str, feed: &str, cursor: i64) -> Result<(), DbError> {
-    tx.execute(
-        "INSERT INTO coursed_follow (id, upstream, feed, feed_cursor, applied_at) VALUES (1, ?, ?, ?, NULL)",
+/// Makes the database a follower of `feed` at `upstream`, from `cursor` on; false when it
+/// began to follow meanwhile (another transaction made the row first).
+pub fn begin(tx: &mut dyn Tx, upstream: &str, feed: &str, cursor: i64) -> Result<bool, DbError> {
+    let n = tx.execute(
+        "INSERT INTO coursed_follow (id, upstream, feed, feed_cursor, applied_at) VALUES (1, ?, ?, ?, NULL) \
+         ON CONFLICT (id) DO NOTHING",
         &[Value::Text(upstream.into()), Value::Text(feed.into()), Value::Int(cursor)],
-    )
-    .map(drop)
+    )?;
+    Ok(n == 1)
 }
 
 /// Names another upstream of the same feed (the district moved, or a delta's follower is now

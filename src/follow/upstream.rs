@@ -115,7 +115,7 @@ impl Upstream {
             let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
             return Err(refusal(&self.url, status, &text));
         }
-        Ok(Events { body, buf: Vec::new() })
+        Ok(Events { body, buf: Vec::new(), searched: 0 })
     }
 }
 
@@ -158,6 +158,8 @@ fn revision(item: &Json) -> Result<Revision, String> {
 pub struct Events {
     body: Incoming,
     buf: Vec<u8>,
+    /// How far `buf` was searched for the end of an event (each byte is looked at once).
+    searched: usize,
 }
 
 /// What a stream said.
@@ -172,13 +174,16 @@ impl Events {
     /// stream ended. Cancel-safe: what was read stays buffered.
     pub async fn next(&mut self) -> Result<Option<Said>, String> {
         loop {
-            if let Some(end) = find(&self.buf, b"\n\n") {
+            let from = self.searched.saturating_sub(1);
+            if let Some(end) = find(&self.buf[from..], b"\n\n").map(|i| i + from) {
                 let block: Vec<u8> = self.buf.drain(..end + 2).collect();
+                self.searched = 0;
                 if let Some(said) = parse_event(&block[..end])? {
                     return Ok(Some(said));
                 }
                 continue;
             }
+            self.searched = self.buf.len();
             if self.buf.len() > MOST_EVENT {
                 return Err(format!("an event longer than {} MiB", MOST_EVENT >> 20));
             }

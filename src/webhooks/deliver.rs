@@ -16,7 +16,7 @@ use serde_json::json;
 
 use super::store::{self, Outcome, Webhook};
 use super::{signing_key, Filter, SigningKey};
-use crate::background::{Priority, Stop};
+use crate::background::Stop;
 use crate::client::{self, Target};
 use crate::render::Base;
 use crate::resources;
@@ -84,11 +84,9 @@ const STOP_WITHIN: Duration = Duration::from_secs(2);
 
 /// Starts delivering the webhooks of `db` until the returned handle is dropped; `base` is the
 /// origin of the links in what is sent (`--public-url`, or the address the server listens on).
-/// They run on a thread of their own that takes only the CPU time requests leave
-/// (`SCHED_IDLE`, see `crate::priority`), with a runtime of their own: when requests keep both
-/// cores busy, the requests go first and the deliveries catch up after.
+/// They run on a thread of their own, with a runtime of their own.
 pub fn spawn(db: Db, base: Base, settings: Settings) -> Result<Deliveries, String> {
-    crate::background::Background::spawn("coursed-webhooks", Priority::Idle, STOP_WITHIN, move |stop| {
+    crate::background::Background::spawn("coursed-webhooks", STOP_WITHIN, move |stop| {
         deliver_all(db, base, settings, stop)
     })
 }
@@ -386,7 +384,7 @@ impl Delivery {
             // At the head of the feed: what commits next is gathered a moment before the next
             // read (a webhook that keeps up would otherwise read a page of one or two revisions
             // after each send: thousands of reads a second under a stream of writes).
-            if page.revisions.len() < PAGE {
+            if !page.more() {
                 self.stop.sleep(GATHER).await;
             }
         }
