@@ -21,8 +21,9 @@ import subprocess
 import sys
 
 from bench import catalogue_100, coursed_bin, fresh_copy, pg_pristine
+from procs import cpu_ticks
 from servers import Server, log
-from workloads import TOKEN, first_id, wrk
+from workloads import CLK, TOKEN, first_id, wrk
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -71,14 +72,20 @@ def throughput(args, engine, database, prepare, data_dir, out, db_ticks=None):
             receivers = Receivers(args, database, f"127.0.0.1:{s.port}", module) if variant == "with" else None
             try:
                 for w in ("W4", "W5"):
+                    taken = cpu_ticks(receivers.proc.pid) if receivers else 0
                     r = wrk(s, w, args, data_dir, out, f"{engine}-{variant}-{rnd}")
+                    # The receivers stand for other machines: what they took of this one, about
+                    # (over the warm-up too, per request of the measured window's rate).
+                    taken = cpu_ticks(receivers.proc.pid) - taken if receivers else 0
+                    seconds = sum(float(d.rstrip("s")) for d in (args.duration, args.warmup))
+                    theirs = f"  receivers ~{taken * 1e6 / CLK / (r['rps'] * seconds):.0f} µs/req" if receivers else ""
                     if r["non2xx"] or r["socket_errors"]:
                         raise SystemExit(f"{engine} {variant} {w}: {r['non2xx']} unexpected statuses, "
                                          f"{r['socket_errors']} socket errors")
                     rps.setdefault((variant, w), []).append(r["rps"])
                     db = f"  database {r['db_cpu_us_per_req']} µs/req" if db_ticks else ""
                     log(f"   {engine:8} {variant:8} {w}  {r['rps']:8.1f} req/s  p99 {r['p99_ms']:6.2f} ms  "
-                        f"busy {r['machine_busy_pct']}%  coursed {r['cpu_us_per_req']} µs/req{db}")
+                        f"busy {r['machine_busy_pct']}%  coursed {r['cpu_us_per_req']} µs/req{db}{theirs}")
             finally:
                 if receivers:
                     receivers.stop()
