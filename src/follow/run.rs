@@ -37,7 +37,7 @@ pub fn spawn(db: Db, url: &str, token: &str, status: Arc<Status>) -> Result<Foll
         k.upstream = Some(upstream.url.clone());
     });
     Background::spawn("coursed-follow", Duration::from_secs(2), move |stop| async move {
-        let mut f = Follow { db, upstream, status, stop, cursor: None, feed: None, prefetched: None };
+        let mut f = Follow { db, upstream, status, stop, cursor: None, feed: None, prefetched: None, verify: true };
         f.run().await;
     })
 }
@@ -56,6 +56,7 @@ pub fn catch_up_once(database: &str, url: &str, token: &str) -> Result<String, S
             cursor: None,
             feed: None,
             prefetched: None,
+            verify: true,
         };
         let mut total = 0;
         loop {
@@ -87,6 +88,9 @@ struct Follow {
     feed: Option<String>,
     /// The page after a cursor, read ahead while catching up.
     prefetched: Option<(i64, Result<Page, Fault>)>,
+    /// Check that the upstream's feed is still the one applied (at the start, and after the
+    /// upstream was out of reach or its stream ended).
+    verify: bool,
 }
 
 impl Follow {
@@ -109,7 +113,10 @@ impl Follow {
                         continue;
                     }
                     let began = tokio::time::Instant::now();
-                    match self.live().await {
+                    let live = self.live().await;
+                    // The upstream may have restarted meanwhile: its feed is checked again.
+                    self.verify = true;
+                    match live {
                         // A stream that ended at once (a proxy that closes it): not again at once.
                         Ok(()) if began.elapsed() < POLL => {
                             self.stop.sleep(POLL).await;
@@ -128,6 +135,7 @@ impl Follow {
                     }
                 }
                 Err(Fault::Transient(e)) => {
+                    self.verify = true;
                     failures += 1;
                     self.says("unreachable", Some(e.clone()));
                     if failures == 1 {
@@ -160,20 +168,15 @@ impl Follow {
             Some(c) => c,
             None => self.read_cursor().await?,
         };
+        if self.verify && cursor > 0 {
+            self.verify_upstream(cursor).await?;
+        }
         let page = match self.prefetched.take() {
             Some((after, page)) if after == cursor => page?,
-            _ => self.upstream.page(cursor).await?,
+            _ => self.upstream.page(cursor, PAGE).await?,
         };
         let now = crate::time::now_ms();
-        if let Some(feed) = &self.feed {
-            if *feed != page.feed {
-                return Err(Fault::Refused(format!(
-                    "{} serves the feed {}, but this database follows the feed {feed}: a cursor of one means \
-                     nothing in the other (was the upstream replaced?)",
-                    self.upstream.url, page.feed
-                )));
-            }
-        }
+        self.same_feed(&page.feed)?;
         if page.head < cursor {
             return Err(Fault::Refused(format!(
                 "{}'s feed ends at {}, before this database's cursor {cursor}: was it restored from an older backup? \
@@ -200,7 +203,7 @@ impl Follow {
         let written = write(&self.db, &url, self.feed.as_deref(), page.revisions);
         let applied = match next {
             Some(next) => {
-                let (applied, page) = tokio::join!(written, self.upstream.page(next));
+                let (applied, page) = tokio::join!(written, self.upstream.page(next, PAGE));
                 self.prefetched = Some((next, page));
                 applied
             }
@@ -208,6 +211,47 @@ impl Follow {
         };
         self.settle(applied)?;
         Ok((n, more))
+    }
+
+    /// Checks that the upstream's revision at `cursor` is the one this database applied there: a
+    /// district restored from an older backup of its file has the same feed id, and once it has
+    /// written past the cursor, its feed there is another.
+    async fn verify_upstream(&mut self, cursor: i64) -> Result<(), Fault> {
+        let (feed, theirs) = self.upstream.at(cursor).await?;
+        if let Some(feed) = feed {
+            self.same_feed(&feed)?;
+        }
+        let Some(theirs) = theirs else {
+            self.verify = false;
+            return Ok(());
+        };
+        let (db, revision) = (self.db.clone(), theirs.clone());
+        let kept = db
+            .read(move |tx| Ok(store::keeps(tx, &revision)?))
+            .await
+            .map_err(|e| Fault::Transient(format!("cannot read the history: {e}")))?;
+        if !kept {
+            return Err(Fault::Refused(format!(
+                "{}'s revision at cursor {cursor} ({} {} number {}, {}) is not the one this database applied there: \
+                 its feed was restored from an older backup, or begun again. This database cannot follow it; \
+                 begin again in an empty database",
+                self.upstream.url, theirs.resource_type, theirs.resource_id, theirs.number, theirs.at
+            )));
+        }
+        self.verify = false;
+        Ok(())
+    }
+
+    /// Refuses an upstream that serves another feed than the one this database follows.
+    fn same_feed(&self, theirs: &str) -> Result<(), Fault> {
+        match &self.feed {
+            Some(feed) if feed != theirs => Err(Fault::Refused(format!(
+                "{} serves the feed {theirs}, but this database follows the feed {feed}: a cursor of one means \
+                 nothing in the other (was the upstream replaced?)",
+                self.upstream.url
+            ))),
+            _ => Ok(()),
+        }
     }
 
     /// Follows the live stream from the cursor until it ends.

@@ -69,3 +69,12 @@ pub fn advance(tx: &mut dyn Tx, feed: &str, from: i64, to: i64) -> Result<bool, 
 pub fn forget(tx: &mut dyn Tx) -> Result<bool, DbError> {
     Ok(tx.execute("DELETE FROM coursed_follow WHERE id = 1", &[])? > 0)
 }
+
+/// Whether the database keeps the revision `r` of its upstream as it was recorded there (the
+/// same resource, number and time): how a follower knows that the upstream's feed up to its
+/// cursor is still the one it applied.
+pub fn keeps(tx: &mut dyn Tx, r: &crate::store::history::Revision) -> Result<bool, DbError> {
+    let sql = "SELECT at FROM revision_log WHERE resource_type = ? AND resource_id = ? AND number = ?";
+    let params = [Value::Text(r.resource_type.clone()), Value::Text(r.resource_id.clone()), Value::Int(r.number)];
+    Ok(tx.strings(sql, &params)?.first().is_some_and(|at| *at == r.at))
+}

@@ -91,15 +91,25 @@ impl Upstream {
         Ok(Upstream { url: url.trim_end_matches('/').to_owned(), target, api, headers, pages })
     }
 
-    /// The page of up to [`PAGE`] revisions after the place `after`.
-    pub async fn page(&mut self, after: i64) -> Result<Page, Fault> {
-        let path = format!("{}/revisions?page%5Bafter%5D={after}&page%5Bsize%5D={PAGE}", self.api);
+    /// The page of up to `size` revisions after the place `after`.
+    pub async fn page(&mut self, after: i64, size: usize) -> Result<Page, Fault> {
+        let path = format!("{}/revisions?page%5Bafter%5D={after}&page%5Bsize%5D={size}", self.api);
         let (status, body) =
             self.pages.get(&path, &self.headers, PAGE_WITHIN, MOST_PAGE).await.map_err(Fault::Transient)?;
         match status {
             200 => parse_page(&body).map_err(|e| Fault::Transient(format!("{}: {e}", self.url))),
             410 => Err(Fault::Pruned),
             status => Err(refusal(&self.url, status, &body)),
+        }
+    }
+
+    /// The feed's id and the revision at the place `place` of the upstream's feed; no revision
+    /// when it is not there any more (pruned) or not yet.
+    pub async fn at(&mut self, place: i64) -> Result<(Option<String>, Option<Revision>), Fault> {
+        match self.page(place - 1, 1).await {
+            Ok(page) => Ok((Some(page.feed), page.revisions.into_iter().next().filter(|r| r.seq == Some(place)))),
+            Err(Fault::Pruned) => Ok((None, None)),
+            Err(e) => Err(e),
         }
     }
 

@@ -329,6 +329,38 @@ async fn a_district_that_pruned_its_history_is_followed_from_an_export() {
     }
 }
 
+/// A district restored from an older copy of its SQLite file keeps its feed id; once it has
+/// written past a school's cursor, the school finds out and stops rather than diverge.
+#[tokio::test]
+async fn a_district_restored_from_an_older_backup_is_not_followed_blindly() {
+    let district = TestApp::new().await;
+    changes(&district, 47, 20).await;
+    let dir = tempfile::tempdir().unwrap();
+    let older = dir.path().join("older.db");
+    let (from, to) = (district.database.clone(), older.clone());
+    tokio::task::spawn_blocking(move || coursed::store::snapshot_sqlite(&from, &to)).await.unwrap().unwrap();
+    changes(&district, 53, 20).await;
+    let (addr, stop) = serve(&district).await;
+    let school = TestApp::new().await;
+    let f = coursed::follow::spawn(school.app.db.clone(), &format!("http://{addr}"), TOKEN, school.app.follow.clone())
+        .unwrap();
+    let cursor = head(&district).await;
+    caught_up(&school, cursor).await;
+    drop(f);
+    let _ = stop.send(());
+    // The district comes back from the older file, and writes on past the school's cursor.
+    let restored = TestApp::open(crate::engines::Engine::Sqlite, older.to_str().unwrap()).await.unwrap();
+    while head(&restored).await <= cursor {
+        restored.module("After the restore").await;
+    }
+    let (addr, _stop) = serve(&restored).await;
+    let _g = coursed::follow::spawn(school.app.db.clone(), &format!("http://{addr}"), TOKEN, school.app.follow.clone())
+        .unwrap();
+    let meta = wait_meta(&school, |m| m["state"] == "stopped").await;
+    assert!(meta["error"].as_str().unwrap().contains("restored from an older backup"), "{meta}");
+    assert_eq!(meta["cursor"], json!(cursor.to_string()));
+}
+
 on_both!(a_follower_reads_a_page_a_second_where_streams_are_refused);
 async fn a_follower_reads_a_page_a_second_where_streams_are_refused() {
     // A district whose one stream is taken: the follower's stream is a 503.
