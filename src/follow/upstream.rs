@@ -125,7 +125,7 @@ impl Upstream {
             let text = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
             return Err(refusal(&self.url, status, &text));
         }
-        Ok(Events { body, buf: Vec::new(), searched: 0 })
+        Ok(Events { body, blocks: Blocks::default() })
     }
 }
 
@@ -167,9 +167,7 @@ fn revision(item: &Json) -> Result<Revision, String> {
 /// A live stream's events.
 pub struct Events {
     body: Incoming,
-    buf: Vec<u8>,
-    /// How far `buf` was searched for the end of an event (each byte is looked at once).
-    searched: usize,
+    blocks: Blocks,
 }
 
 /// What a stream said.
@@ -184,17 +182,12 @@ impl Events {
     /// stream ended. Cancel-safe: what was read stays buffered.
     pub async fn next(&mut self) -> Result<Option<Said>, String> {
         loop {
-            let from = self.searched.saturating_sub(1);
-            if let Some(end) = find(&self.buf[from..], b"\n\n").map(|i| i + from) {
-                let block: Vec<u8> = self.buf.drain(..end + 2).collect();
-                self.searched = 0;
-                if let Some(said) = parse_event(&block[..end])? {
+            while let Some(block) = self.blocks.next() {
+                if let Some(said) = parse_event(&block)? {
                     return Ok(Some(said));
                 }
-                continue;
             }
-            self.searched = self.buf.len();
-            if self.buf.len() > MOST_EVENT {
+            if self.blocks.buf.len() > MOST_EVENT {
                 return Err(format!("an event longer than {} MiB", MOST_EVENT >> 20));
             }
             match self.body.frame().await {
@@ -202,9 +195,41 @@ impl Events {
                 Some(Err(e)) => return Err(format!("the stream broke: {e}")),
                 Some(Ok(frame)) => {
                     if let Some(data) = frame.data_ref() {
-                        self.buf.extend_from_slice(data);
+                        self.blocks.push(data);
                     }
                 }
+            }
+        }
+    }
+}
+
+/// A stream's bytes cut into its blocks (lines up to a blank line), each byte looked at once.
+#[derive(Default)]
+struct Blocks {
+    buf: Vec<u8>,
+    /// How far `buf` was searched for the end of a block.
+    searched: usize,
+}
+
+impl Blocks {
+    fn push(&mut self, data: &[u8]) {
+        // Lines may end in CRLF (a proxy's rewriting): CR goes, LF stays.
+        self.buf.extend(data.iter().filter(|b| **b != b'\r'));
+    }
+
+    /// The next whole block, without its blank line.
+    fn next(&mut self) -> Option<Vec<u8>> {
+        let from = self.searched.saturating_sub(1);
+        match find(&self.buf[from..], b"\n\n").map(|i| i + from) {
+            Some(end) => {
+                let mut block: Vec<u8> = self.buf.drain(..end + 2).collect();
+                block.truncate(end);
+                self.searched = 0;
+                Some(block)
+            }
+            None => {
+                self.searched = self.buf.len();
+                None
             }
         }
     }
@@ -245,4 +270,23 @@ fn parse_event(block: &[u8]) -> Result<Option<Said>, String> {
         r.seq = Some(id);
     }
     Ok(Some(Said::Revision(r)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{parse_event, Blocks, Said};
+
+    #[test]
+    fn blocks_are_cut_at_blank_lines_across_frames_and_line_ends() {
+        let mut b = Blocks::default();
+        for frame in ["retry: 1000\n", "\n: alive\r\n\r", "\nid: 7\nda", "ta: {}\n", "\n"] {
+            b.push(frame.as_bytes());
+        }
+        let blocks: Vec<String> = std::iter::from_fn(|| b.next()).map(|x| String::from_utf8(x).unwrap()).collect();
+        assert_eq!(blocks, ["retry: 1000", ": alive", "id: 7\ndata: {}"]);
+        assert!(b.next().is_none());
+        assert!(matches!(parse_event(b": alive"), Ok(Some(Said::Alive))));
+        assert!(matches!(parse_event(b"retry: 1000"), Ok(None)));
+        assert!(parse_event(b"id: 7\ndata: {}").is_err(), "a revision needs its members");
+    }
 }
