@@ -67,16 +67,12 @@ impl Connection {
         Connection { target, sender: None }
     }
 
-    pub fn target(&self) -> &Target {
-        &self.target
-    }
-
     /// POSTs `body` with `headers` to the target's path, within `limit` (connecting and TLS
     /// included when a new connection is needed, the answer's status line, headers and a short
     /// body); only the status counts.
     pub async fn post(&mut self, headers: &[(&str, String)], body: Bytes, limit: Duration) -> Answer {
         let path = self.target.path.clone();
-        let answer = tokio::time::timeout(limit, async {
+        let answer = within(limit, async {
             let response = self.send(Method::POST, &path, headers, body).await?;
             let status = response.status().as_u16();
             // The body is read (at most `MOST_BODY`) so that the connection can serve again.
@@ -85,8 +81,7 @@ impl Connection {
             }
             Ok(status)
         })
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {} s", limit.as_secs())));
+        .await;
         if answer.is_err() {
             // Whatever state the connection is in, the next request starts on a new one.
             self.sender = None;
@@ -103,14 +98,13 @@ impl Connection {
         limit: Duration,
         most: usize,
     ) -> Result<(u16, Bytes), String> {
-        let got = tokio::time::timeout(limit, async {
+        let got = within(limit, async {
             let response = self.send(Method::GET, path, headers, Bytes::new()).await?;
             let status = response.status().as_u16();
             let body = read(response.into_body(), most).await;
             body.map(|b| (status, b)).ok_or_else(|| format!("the answer was cut short or longer than {most} bytes"))
         })
-        .await
-        .unwrap_or_else(|_| Err(format!("no answer within {} s", limit.as_secs())));
+        .await;
         if got.is_err() {
             self.sender = None;
         }
@@ -125,9 +119,7 @@ impl Connection {
         headers: &[(&str, String)],
         limit: Duration,
     ) -> Result<(u16, Incoming), String> {
-        let opened = tokio::time::timeout(limit, self.send(Method::GET, path, headers, Bytes::new()))
-            .await
-            .unwrap_or_else(|_| Err(format!("no answer within {} s", limit.as_secs())));
+        let opened = within(limit, self.send(Method::GET, path, headers, Bytes::new())).await;
         // A streaming body holds its connection: the next request makes another.
         self.sender = None;
         opened.map(|r| (r.status().as_u16(), r.into_body()))
@@ -156,6 +148,11 @@ impl Connection {
         let request = request.body(Full::new(body)).map_err(|e| format!("cannot make the request: {e}"))?;
         sender.send_request(request).await.map_err(|e| format!("{} did not answer: {e}", target.authority))
     }
+}
+
+/// What `work` ended in, if it ended within `limit`.
+async fn within<T>(limit: Duration, work: impl std::future::Future<Output = Result<T, String>>) -> Result<T, String> {
+    tokio::time::timeout(limit, work).await.unwrap_or_else(|_| Err(format!("no answer within {} s", limit.as_secs())))
 }
 
 /// The whole of `body`, if it ends well within `most` bytes.

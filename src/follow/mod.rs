@@ -144,6 +144,8 @@ const STALE: Duration = Duration::from_secs(45);
 #[derive(Default)]
 pub struct Status {
     inner: Mutex<Known>,
+    /// This database's own feed id, once read (it never changes).
+    feed: std::sync::OnceLock<String>,
 }
 
 #[derive(Default, Clone)]
@@ -188,6 +190,15 @@ impl Status {
             // failure anyway).
             Err(_) => known,
         }
+    }
+
+    /// This database's feed id, read once.
+    pub async fn feed_id(&self, db: &Db) -> crate::error::Result<String> {
+        if let Some(id) = self.feed.get() {
+            return Ok(id.clone());
+        }
+        let id = db.read(|tx| Ok(store::feed_id(tx)?)).await?;
+        Ok(self.feed.get_or_init(|| id).clone())
     }
 
     /// The 403 a write to the catalogue gets while the database follows another's.

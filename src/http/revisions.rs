@@ -137,7 +137,8 @@ pub async fn feed(app: &App, req: Req) -> Result<Response> {
     let base = app.base(&req.headers)?;
     // What any replica committed before this request is in its answer.
     app.db.sync_feed().await?;
-    let (page, feed) = app
+    let feed = app.follow.feed_id(&app.db).await?;
+    let page = app
         .db
         .scan(move |tx| {
             // Without a cursor, from the start of what is kept.
@@ -145,7 +146,7 @@ pub async fn feed(app: &App, req: Req) -> Result<Response> {
                 Some(after) => after,
                 None => history::floor(tx)?,
             };
-            Ok((history::feed(tx, from, size as usize, &types)?, crate::follow::feed_id(tx)?))
+            history::feed(tx, from, size as usize, &types)
         })
         .await?;
     if page.pruned {
