@@ -22,6 +22,7 @@ mod openapi;
 mod operations;
 mod pg_cluster;
 mod postgres;
+mod powercut;
 mod process;
 mod relationships;
 mod replicas;
