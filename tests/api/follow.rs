@@ -598,21 +598,7 @@ impl Relay {
 
 /// One request that may fail (the district may be down): the status, or `None`.
 fn try_call(addr: &str, method: &str, path: &str, body: Option<&Value>) -> Option<(u16, Value)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    let body = body.map(Value::to_string).unwrap_or_default();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/vnd.api+json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).ok()?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).ok()?;
-    let text = String::from_utf8(raw).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split(' ').nth(1)?.parse().ok()?;
-    Some((status, serde_json::from_str(body).unwrap_or(Value::Null)))
+    crate::process::try_call(addr, method, path, TOKEN, body)
 }
 
 /// `coursed export` of `database` by the binary, after its header line.

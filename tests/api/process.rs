@@ -31,22 +31,8 @@ impl Server {
 
     /// One request over a fresh connection; returns the status and the parsed body.
     pub fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
-        let mut s = TcpStream::connect(&self.addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let req = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\nAccept: application/vnd.api+json\r\n\
-             Content-Type: application/vnd.api+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            self.addr,
-            body.len()
-        );
-        s.write_all(req.as_bytes()).unwrap();
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).unwrap();
-        let text = String::from_utf8(raw).expect("utf-8 response");
-        let (head, body) = text.split_once("\r\n\r\n").expect("a full response");
-        let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("status code");
-        let body = if body.is_empty() { Value::Null } else { serde_json::from_str(body).expect("JSON body") };
+        let (status, body) = exchange(&self.addr, method, path, token, body).expect("a full response");
+        let body = if body.is_empty() { Value::Null } else { serde_json::from_str(&body).expect("JSON body") };
         (status, body)
     }
 
@@ -69,6 +55,33 @@ impl Server {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// One request that may fail (the server may be down, or killed while answering): the status
+/// and the body (`Null` unless JSON), or `None`.
+pub fn try_call(addr: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> Option<(u16, Value)> {
+    let (status, body) = exchange(addr, method, path, token, body).ok()?;
+    Some((status, serde_json::from_str(&body).unwrap_or(Value::Null)))
+}
+
+/// One request over a fresh HTTP/1.1 connection: the status and the body's text.
+fn exchange(addr: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/vnd.api+json\r\n\
+         Content-Type: application/vnd.api+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes())?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    let text = String::from_utf8(raw).map_err(|_| bad("a response that is not UTF-8"))?;
+    let (head, body) = text.split_once("\r\n\r\n").ok_or_else(|| bad("a response cut short"))?;
+    let status = head.split(' ').nth(1).and_then(|c| c.parse().ok()).ok_or_else(|| bad("no status code"))?;
+    Ok((status, body.to_owned()))
 }
 
 /// A `coursed serve` started and not yet known to be ready; its output read line by line.

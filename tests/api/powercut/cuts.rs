@@ -1,0 +1,310 @@
+//! coursed on the power-cut file system, cut at many points: after each cut the server starts
+//! again on what the disk kept, every acknowledged write is there as acknowledged (or as a
+//! later write left it that may have committed unacknowledged), nothing unacknowledged is half
+//! there, the counts behind `meta.page.total` match the rows, and SQLite's own checks pass.
+//!
+//! Each test is seeded (COURSED_POWERCUT_SEED, else a fixed seed) and runs a number of cuts
+//! (COURSED_POWERCUT_CUTS, else a few for the suite); `bench/powercut.sh` runs thousands.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::PowerCut;
+use crate::process::{try_call, Server, Starting};
+
+pub const TOKEN: &str = "powercut-test-token-0123456789";
+
+/// A small seeded generator (splitmix64): the same seed cuts at the same points.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// In `low..=high`.
+    pub fn range(&mut self, low: u64, high: u64) -> u64 {
+        low + self.next() % (high - low + 1)
+    }
+}
+
+/// The seed and the number of cuts of a test: from the environment, else these.
+pub fn plan(default_cuts: usize) -> (u64, usize) {
+    let seed = std::env::var("COURSED_POWERCUT_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(20261128);
+    let cuts = std::env::var("COURSED_POWERCUT_CUTS").ok().and_then(|s| s.parse().ok()).unwrap_or(default_cuts);
+    (seed, cuts)
+}
+
+/// What a client sent, and whether it was acknowledged.
+#[derive(Clone, Debug)]
+enum Sent {
+    Create { title: String },
+    Update { id: String, title: String },
+    Delete { id: String },
+}
+
+#[derive(Clone, Debug)]
+struct Outcome {
+    sent: Sent,
+    /// The id a create was acknowledged with; `None` when not acknowledged.
+    acked: Option<String>,
+}
+
+/// A subject as the model knows it: its title, or gone.
+type Model = BTreeMap<String, Option<String>>;
+
+fn content(title: &str) -> String {
+    format!("{title} ").repeat(40)
+}
+
+fn subject_body(title: &str) -> Value {
+    json!({"data": {"type": "subjects", "attributes": {"title": title, "content": content(title)}}})
+}
+
+/// One client's writes until the power goes or `max` writes: creates, updates and deletes of
+/// its own subjects. It stops at its first write not acknowledged.
+fn client(addr: &str, name: &str, mut rng: Rng, mine: Vec<String>, max: usize, stop: &AtomicBool) -> Vec<Outcome> {
+    let mut mine = mine;
+    let mut log = Vec::new();
+    for i in 0..max {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let pick = rng.range(0, 9);
+        let sent = match (pick, mine.is_empty()) {
+            (0..=5, _) | (_, true) => Sent::Create { title: format!("{name} n{i}") },
+            (6..=8, false) => {
+                let id = mine[rng.range(0, mine.len() as u64 - 1) as usize].clone();
+                Sent::Update { id, title: format!("{name} n{i} updated") }
+            }
+            _ => Sent::Delete { id: mine.swap_remove(rng.range(0, mine.len() as u64 - 1) as usize) },
+        };
+        let answer = match &sent {
+            Sent::Create { title } => try_call(addr, "POST", "/v1/subjects", TOKEN, Some(&subject_body(title))),
+            Sent::Update { id, title } => {
+                let mut body = subject_body(title);
+                body["data"]["id"] = json!(id);
+                try_call(addr, "PATCH", &format!("/v1/subjects/{id}"), TOKEN, Some(&body))
+            }
+            Sent::Delete { id } => try_call(addr, "DELETE", &format!("/v1/subjects/{id}"), TOKEN, None),
+        };
+        match answer {
+            Some((status, body)) if (200..300).contains(&status) => {
+                let acked = match &sent {
+                    Sent::Create { .. } => {
+                        let id = body["data"]["id"].as_str().expect("a created subject's id").to_owned();
+                        mine.push(id.clone());
+                        Some(id)
+                    }
+                    Sent::Update { id, .. } | Sent::Delete { id } => Some(id.clone()),
+                };
+                log.push(Outcome { sent, acked });
+            }
+            Some((status, body)) => {
+                assert_eq!(status, 503, "a write the disk failed must get a 503: {body}");
+                log.push(Outcome { sent, acked: None });
+                break;
+            }
+            None => {
+                log.push(Outcome { sent, acked: None });
+                break;
+            }
+        }
+    }
+    log
+}
+
+/// What each subject may be after the cut: the model's state moved on by every acknowledged
+/// write, and, for each client's last write when it was not acknowledged, that write too.
+struct Expected {
+    /// id → the states it may be in (a title, or gone).
+    by_id: BTreeMap<String, BTreeSet<Option<String>>>,
+    /// Titles of creates not acknowledged: each may exist once, with an id not known.
+    maybe_created: BTreeSet<String>,
+}
+
+fn expected(model: &Model, logs: &[Vec<Outcome>]) -> Expected {
+    let mut by_id: BTreeMap<String, BTreeSet<Option<String>>> =
+        model.iter().map(|(id, state)| (id.clone(), BTreeSet::from([state.clone()]))).collect();
+    let mut maybe_created = BTreeSet::new();
+    for log in logs {
+        for outcome in log {
+            match (&outcome.sent, &outcome.acked) {
+                (Sent::Create { title }, Some(id)) => {
+                    by_id.insert(id.clone(), BTreeSet::from([Some(title.clone())]));
+                }
+                (Sent::Update { id, title }, Some(_)) => {
+                    by_id.insert(id.clone(), BTreeSet::from([Some(title.clone())]));
+                }
+                (Sent::Delete { id }, Some(_)) => {
+                    by_id.insert(id.clone(), BTreeSet::from([None]));
+                }
+                (Sent::Create { title }, None) => {
+                    maybe_created.insert(title.clone());
+                }
+                (Sent::Update { id, title }, None) => {
+                    by_id.get_mut(id).expect("a known subject").insert(Some(title.clone()));
+                }
+                (Sent::Delete { id }, None) => {
+                    by_id.get_mut(id).expect("a known subject").insert(None);
+                }
+            }
+        }
+    }
+    Expected { by_id, maybe_created }
+}
+
+/// Every subject the server lists, id → title, checking each one's content and that
+/// `meta.page.total` counts the rows listed.
+fn listed(server: &Server) -> BTreeMap<String, String> {
+    let mut all = BTreeMap::new();
+    let mut total = None;
+    for page in 1.. {
+        let path = format!("/v1/subjects?page[size]=100&page[number]={page}&fields[subjects]=title,content&sort=id");
+        let (status, body) = server.call("GET", &path, TOKEN, None);
+        assert_eq!(status, 200, "{body}");
+        total = body["meta"]["page"]["total"].as_u64().or(total);
+        let data = body["data"].as_array().expect("data").clone();
+        for s in &data {
+            let title = s["attributes"]["title"].as_str().expect("title").to_owned();
+            assert_eq!(s["attributes"]["content"], json!(content(&title)), "a subject written whole");
+            all.insert(s["id"].as_str().unwrap().to_owned(), title);
+        }
+        if data.len() < 100 {
+            break;
+        }
+    }
+    assert_eq!(total, Some(all.len() as u64), "meta.page.total counts the rows");
+    all
+}
+
+/// Checks what survived against what may have; returns the model as it now is.
+fn verify(server: &Server, model: &Model, logs: &[Vec<Outcome>], round: usize) -> Model {
+    let expected = expected(model, logs);
+    let listed = listed(server);
+    let mut now = Model::new();
+    for (id, allowed) in &expected.by_id {
+        let state = listed.get(id).cloned();
+        assert!(
+            allowed.contains(&state),
+            "cut {round}: subject {id} is {state:?}, but may only be one of {allowed:?} (an acknowledged write lost?)"
+        );
+        now.insert(id.clone(), state);
+    }
+    let mut seen = BTreeSet::new();
+    for (id, title) in &listed {
+        if expected.by_id.contains_key(id) {
+            continue;
+        }
+        assert!(
+            expected.maybe_created.contains(title) && seen.insert(title.clone()),
+            "cut {round}: subject {id} {title:?} was never acknowledged nor could have been written"
+        );
+        now.insert(id.clone(), Some(title.clone()));
+    }
+    now
+}
+
+/// SQLite's own checks of the file: the b-trees, and each full-text index against its table.
+fn sqlite_checks(database: &str) {
+    let db = rusqlite::Connection::open(database).expect("open the database");
+    let ok: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity_check");
+    assert_eq!(ok, "ok", "PRAGMA integrity_check");
+    for t in ["modules", "subjects", "chapters"] {
+        for index in [format!("{t}_search"), format!("{t}_titles")] {
+            db.execute_batch(&format!("INSERT INTO {index} ({index}, rank) VALUES ('integrity-check', 1)"))
+                .unwrap_or_else(|e| panic!("FTS5 integrity-check of {index}: {e}"));
+        }
+    }
+    let counted: i64 = db.query_row("SELECT count(*) FROM subjects", [], |r| r.get(0)).unwrap();
+    assert!(counted >= 0);
+}
+
+/// Starts coursed on `args`; after a cut it must start, whatever the disk kept.
+fn start(args: &[&str]) -> Server {
+    Starting::spawn(args).ready().unwrap_or_else(|e| panic!("coursed did not start after a power cut: {e}"))
+}
+
+/// Kills the server at once (SIGKILL) and waits for it to be gone.
+fn kill(mut server: Server) {
+    let _ = server.child.kill();
+    let _ = server.child.wait();
+}
+
+/// Stops it as an operator would (SIGTERM), so that the file can be checked by SQLite alone.
+fn stop(server: Server) {
+    server.signal("-TERM");
+    assert!(server.wait(Duration::from_secs(30)).success(), "coursed stopped cleanly");
+}
+
+/// Single writes from `clients` clients at once, the power cut at a random change each round
+/// (the first round's cut may come while coursed makes its new database).
+pub fn single_writes(disk: &PowerCut, args: &[&str], database: Option<&str>, seed: u64, cuts: usize) {
+    const CLIENTS: u64 = 4;
+    const PER_CLIENT: usize = 40;
+    let mut rng = Rng::new(seed);
+    let mut model = Model::new();
+    for round in 0..cuts {
+        // Mostly within the clients' writes; now and then past them all (a cut while idle).
+        let at = rng.range(1, 4500);
+        if round == 0 && at % 3 == 0 {
+            // During the first start: creating the database and its migrations.
+            disk.arm(rng.range(1, 200));
+            match Starting::spawn(args).ready() {
+                Ok(server) => kill(server),
+                Err(_) => assert!(!disk.is_on(), "coursed failed to start with the power on"),
+            }
+            disk.cut();
+            continue;
+        }
+        let server = start(args);
+        let addr = server.addr.clone();
+        let pid = server.child.id() as libc::pid_t;
+        disk.arm(at);
+        let stop_writes = AtomicBool::new(false);
+        let logs = Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            let mut clients = Vec::new();
+            for c in 0..CLIENTS {
+                let present = model.iter().filter(|(_, s)| s.is_some()).map(|(id, _)| id.clone());
+                let mine: Vec<String> = present.skip(c as usize).step_by(CLIENTS as usize).collect();
+                let (addr, stop_writes, logs) = (&addr, &stop_writes, &logs);
+                let rng = Rng::new(rng.next());
+                clients.push(scope.spawn(move || {
+                    let log = client(addr, &format!("r{round} c{c}"), rng, mine, PER_CLIENT, stop_writes);
+                    logs.lock().unwrap().push(log);
+                }));
+            }
+            // The power goes at the armed change, or after the clients are done.
+            while !disk.wait_off(Duration::from_millis(20)) && clients.iter().any(|c| !c.is_finished()) {}
+            stop_writes.store(true, Ordering::SeqCst);
+            // The machine stops with the power: no answer leaves it after.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        });
+        kill(server);
+        disk.cut();
+        let logs = logs.into_inner().unwrap();
+        let acked = logs.iter().flatten().filter(|o| o.acked.is_some()).count();
+        let counts = disk.counts();
+        eprintln!("cut {round}: at change {at}, after {acked} acknowledged writes; {counts:?}");
+        let server = start(args);
+        model = verify(&server, &model, &logs, round);
+        stop(server);
+        if let Some(database) = database {
+            sqlite_checks(database);
+        }
+    }
+    assert!(disk.counts().cuts as usize >= cuts, "every round cut the power");
+}
