@@ -259,7 +259,7 @@ pub fn single_writes(disk: &PowerCut, args: &[&str], database: Option<&str>, see
     for round in 0..cuts {
         // Mostly within the clients' writes; now and then past them all (a cut while idle).
         let at = rng.range(1, 4500);
-        if round == 0 && at % 3 == 0 {
+        if round == 0 && at.is_multiple_of(3) {
             // During the first start: creating the database and its migrations.
             disk.arm(rng.range(1, 200));
             match Starting::spawn(args).ready() {
