@@ -18,6 +18,8 @@ pub struct Server {
     pub addr: String,
     /// Lines printed on stdout before the readiness line.
     pub preamble: Vec<String>,
+    /// Its log (stderr), line by line.
+    pub stderr: std::sync::Mutex<mpsc::Receiver<String>>,
 }
 
 impl Server {
@@ -123,7 +125,12 @@ impl Starting {
                 Ok(line) => match line.strip_prefix("listening on http://") {
                     Some(rest) => {
                         let addr = rest.strip_suffix("/v1").expect("readiness line ends in /v1").to_owned();
-                        return Ok(Server { child: self.child, addr, preamble });
+                        return Ok(Server {
+                            child: self.child,
+                            addr,
+                            preamble,
+                            stderr: std::sync::Mutex::new(self.stderr),
+                        });
                     }
                     None => preamble.push(line),
                 },

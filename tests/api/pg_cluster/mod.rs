@@ -72,6 +72,34 @@ impl Private {
         fresh_database(&self.url())
     }
 
+    /// A cluster that keeps its promises (fsync, full-page writes and synchronous commits on, as
+    /// PostgreSQL ships), its directory under `parent` (the power-cut file system), and no Unix
+    /// socket (TCP only). Start it after `initdb`'s files are made durable: see `sync_and_start`.
+    pub fn init_durable_in(parent: &std::path::Path) -> Option<Private> {
+        available(Cluster::start_in(false, parent, true)).map(|cluster| Private { cluster })
+    }
+
+    /// The power went: the postmaster and every process it started are killed at once (-9).
+    pub fn crash(&self) {
+        let postmaster = self.cluster.postmaster.lock().unwrap().take();
+        let Some(pm) = postmaster else { return };
+        // Stopped first, so that it forks nothing more; then its children, then itself.
+        unsafe { libc::kill(pm, libc::SIGSTOP) };
+        let mut all = children(pm);
+        all.push(pm);
+        for pid in &all {
+            unsafe { libc::kill(*pid, libc::SIGKILL) };
+        }
+        // All gone before the disk is touched: none may write after the cut, and a process
+        // still attached to the old shared memory, or a postmaster not yet reaped (alive to
+        // `kill -0`), would keep the next start out.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while all.iter().any(|pid| std::path::Path::new(&format!("/proc/{pid}")).exists()) {
+            assert!(std::time::Instant::now() < deadline, "PostgreSQL's processes {all:?} outlived SIGKILL");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
     /// `pg_ctl stop -m fast` (waits until stopped).
     pub fn stop(&self) {
         self.cluster.pg_ctl(&["stop", "-w", "-m", "fast"]).unwrap_or_else(|e| panic!("{e}"));
@@ -101,6 +129,10 @@ struct Cluster {
     root: PathBuf,
     port: u16,
     ssl: bool,
+    /// PostgreSQL's own durability settings (see `start_in`).
+    durable: bool,
+    /// The postmaster's pid, read when it started (for `Private::crash`).
+    postmaster: std::sync::Mutex<Option<i32>>,
     /// initdb and pg_ctl refuse to run as root: then they run as the `postgres` user.
     as_postgres: bool,
     watchdog: Child,
@@ -110,8 +142,14 @@ struct Cluster {
 
 impl Cluster {
     fn start(ssl: bool) -> Result<Cluster, String> {
+        Cluster::start_in(ssl, &std::env::temp_dir(), false)
+    }
+
+    /// `durable`: PostgreSQL's own durability settings, no Unix socket, and not started (see
+    /// `Private::init_durable_in`).
+    fn start_in(ssl: bool, parent: &std::path::Path, durable: bool) -> Result<Cluster, String> {
         let bin = bindir().ok_or("no PostgreSQL server binaries (pg_config --bindir, /usr/lib/postgresql/*/bin)")?;
-        let dir = tempfile::Builder::new().prefix("coursed-pg-").tempdir_in(std::env::temp_dir());
+        let dir = tempfile::Builder::new().prefix("coursed-pg-").tempdir_in(parent);
         let root = dir.map_err(|e| format!("temp dir: {e}"))?.keep();
         let as_postgres = std::fs::metadata(&root).map_err(|e| format!("temp dir: {e}"))?.uid() == 0;
         let data = root.join("data");
@@ -130,8 +168,14 @@ impl Cluster {
             format!("watchdog: {e}")
         })?;
         let pipe = watchdog.stdin.take();
-        let mut cluster = Cluster { bin, root, port: 0, ssl, as_postgres, watchdog, pipe };
+        let postmaster = std::sync::Mutex::new(None);
+        let mut cluster = Cluster { bin, root, port: 0, ssl, durable, as_postgres, watchdog, pipe, postmaster };
         cluster.init()?;
+        if durable {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| format!("free port: {e}"))?;
+            cluster.port = probe.local_addr().unwrap().port();
+            return Ok(cluster);
+        }
         // The free port may be taken between our probe and the server's bind: retry with another.
         let mut result = Err(String::new());
         for _ in 0..3 {
@@ -163,11 +207,15 @@ impl Cluster {
         let data = self.data();
         let initdb = "-U postgres --auth=trust --encoding=UTF8 --locale=C.UTF-8 --no-sync --no-instructions -D";
         run(self.command("initdb").args(initdb.split(' ')).arg(&data))?;
-        let mut conf = format!(
-            "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\nfsync = off\n\
-             synchronous_commit = off\nfull_page_writes = off\nmax_connections = 300\nshared_buffers = 64MB\n",
-            self.root.display()
-        );
+        let mut conf = if self.durable {
+            "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = ''\nmax_connections = 100\n".to_owned()
+        } else {
+            format!(
+                "\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\nfsync = off\n\
+                 synchronous_commit = off\nfull_page_writes = off\nmax_connections = 300\nshared_buffers = 64MB\n",
+                self.root.display()
+            )
+        };
         if self.ssl {
             let (crt, key) = (data.join("server.crt"), data.join("server.key"));
             let mut openssl = Command::new("openssl");
@@ -186,15 +234,31 @@ impl Cluster {
     }
 
     /// `pg_ctl start -w`: returns once the server accepts connections.
+    /// The server's log: in its data directory, or beside the disk for a durable cluster (a
+    /// power cut would take the lines that tell why it failed).
+    fn log(&self) -> PathBuf {
+        match self.durable {
+            true => self.root.parent().and_then(|disk| disk.parent()).unwrap_or(&self.root).join("server.log"),
+            false => self.data().join("server.log"),
+        }
+    }
+
     fn pg_start(&self) -> Result<(), String> {
-        let log = self.data().join("server.log");
-        self.pg_ctl(&["start", "-w", "-t", "60", "-o", &format!("-p {}", self.port), "-l", log.to_str().unwrap()])
+        let log = self.log();
+        if self.durable && self.as_postgres && !log.exists() {
+            std::fs::write(&log, "").map_err(|e| format!("{}: {e}", log.display()))?;
+            run(Command::new("chown").arg("postgres:").arg(&log))?;
+        }
+        self.pg_ctl(&["start", "-w", "-t", "60", "-o", &format!("-p {}", self.port), "-l", log.to_str().unwrap()])?;
+        let pid = std::fs::read_to_string(self.data().join("postmaster.pid")).ok();
+        *self.postmaster.lock().unwrap() = pid.and_then(|p| p.lines().next()?.trim().parse().ok());
+        Ok(())
     }
 
     /// `pg_ctl ARGS -D data`; on failure, with the tail of the server log.
     fn pg_ctl(&self, args: &[&str]) -> Result<(), String> {
         run(self.command("pg_ctl").args(args).arg("-D").arg(self.data())).map_err(|e| {
-            let log = std::fs::read_to_string(self.data().join("server.log")).unwrap_or_default();
+            let log = std::fs::read_to_string(self.log()).unwrap_or_default();
             let lines: Vec<&str> = log.lines().collect();
             format!("{e}\n--- server.log (tail) ---\n{}", lines[lines.len().saturating_sub(20)..].join("\n"))
         })
@@ -217,6 +281,20 @@ impl Drop for Cluster {
         drop(self.pipe.take());
         let _ = self.watchdog.wait();
     }
+}
+
+/// The processes whose parent is `pid`.
+fn children(pid: i32) -> Vec<i32> {
+    let Ok(all) = std::fs::read_dir("/proc") else { return Vec::new() };
+    all.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            // pid (comm) state ppid ...: the command may hold spaces and parentheses.
+            let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+            after.split_whitespace().nth(1).and_then(|pp| pp.parse::<i32>().ok()) == Some(pid)
+        })
+        .collect()
 }
 
 /// The server binaries: `pg_config --bindir`, else the newest /usr/lib/postgresql/*/bin.

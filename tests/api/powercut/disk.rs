@@ -146,8 +146,9 @@ impl Pages {
 
 pub struct Node {
     pub kind: Kind,
-    /// The name it was last given (for faults aimed at files by name).
+    /// The name it was last given (for faults aimed at files by name), in `parent`.
     pub name: OsString,
+    pub parent: u64,
     pub meta: Meta,
     durable_meta: Meta,
     pub pages: Pages,
@@ -157,9 +158,10 @@ pub struct Node {
 }
 
 impl Node {
-    pub fn new(kind: Kind, name: &OsStr, meta: Meta) -> Node {
+    pub fn new(kind: Kind, parent: u64, name: &OsStr, meta: Meta) -> Node {
         Node {
             kind,
+            parent,
             name: name.to_owned(),
             meta,
             durable_meta: meta,
@@ -205,6 +207,19 @@ impl Node {
 
     pub fn unsynced(&self) -> usize {
         self.pages.unsynced() + usize::from(self.entries != self.durable_entries)
+    }
+
+    /// The durable entries' names for `ino` that the directory no longer has (a rename or an
+    /// unlink, made durable by a journal commit), forgotten; and `name` for it made durable.
+    pub fn journal_entry(&mut self, name: &OsStr, ino: u64) {
+        let entries = &self.entries;
+        self.durable_entries.retain(|n, i| *i != ino || entries.get(n) == Some(&ino));
+        self.durable_entries.insert(name.to_owned(), ino);
+    }
+
+    pub fn forget_entries_of(&mut self, ino: u64) {
+        let entries = &self.entries;
+        self.durable_entries.retain(|n, i| *i != ino || entries.get(n) == Some(&ino));
     }
 }
 

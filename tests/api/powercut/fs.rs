@@ -26,6 +26,17 @@ use super::disk::{Kind, Meta, Node, PAGE};
 /// Nothing is cached by the kernel beyond a request: a cut must be seen at once.
 const TTL: Duration = Duration::ZERO;
 
+/// When a name in a directory becomes durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Names {
+    /// Only when its directory is synced (POSIX's promise, and all that coursed relies on).
+    Strict,
+    /// Also when the file or directory it names is synced, with the names of its new parents:
+    /// a journaling file system's commit (ext4, XFS), which PostgreSQL relies on (a new
+    /// database's directory, copied and synced, is not synced in `base/`).
+    Journaled,
+}
+
 /// What a fault hits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -53,6 +64,7 @@ pub struct Counts {
 
 struct State {
     nodes: Vec<Option<Node>>,
+    names: Names,
     on: bool,
     /// The power goes off when `counts.changes` reaches this.
     armed: Option<u64>,
@@ -162,7 +174,7 @@ impl State {
         let meta =
             Meta { perm: (mode & 0o7777) as u16, uid: req.uid(), gid: req.gid(), atime: now, mtime: now, ctime: now };
         let ino = self.nodes.len() as u64;
-        self.nodes.push(Some(Node::new(kind, name, meta)));
+        self.nodes.push(Some(Node::new(kind, parent.0, name, meta)));
         let dir = self.node_mut(parent)?;
         dir.entries.insert(name.to_owned(), ino);
         dir.meta.mtime = now;
@@ -358,6 +370,7 @@ impl Filesystem for PowerCutFs {
             s.node_mut(newparent)?.entries.insert(newname.to_owned(), ino.0);
             let node = s.node_mut(ino)?;
             node.name = newname.to_owned();
+            node.parent = newparent.0;
             node.meta.ctime = SystemTime::now();
             Ok(())
         });
@@ -526,7 +539,29 @@ fn sync(s: &mut State, off: &Condvar, ino: INodeNo, datasync: bool) -> Result<()
         return Err(errno);
     }
     s.node_mut(ino)?.sync(datasync);
+    if s.names == Names::Journaled {
+        journal(s, ino.0);
+    }
     Ok(())
+}
+
+/// A journaling file system's fsync: the names of the synced file, up to the root, are durable
+/// as they are now, and its old names are gone.
+fn journal(s: &mut State, ino: u64) {
+    for dir in s.nodes.iter_mut().flatten().filter(|n| n.kind == Kind::Dir) {
+        dir.forget_entries_of(ino);
+    }
+    let mut at = ino;
+    while at != INodeNo::ROOT.0 {
+        let Some(node) = s.nodes[at as usize].as_ref() else { return };
+        let (parent, name) = (node.parent, node.name.clone());
+        let Some(dir) = s.nodes[parent as usize].as_mut() else { return };
+        if dir.entries.get(&name) != Some(&at) {
+            return; // unlinked: no name to keep
+        }
+        dir.journal_entry(&name, at);
+        at = parent;
+    }
 }
 
 /// A mounted power-cut file system; unmounted when dropped.
@@ -542,7 +577,12 @@ impl PowerCut {
     /// temporary directory. `None` when FUSE is unavailable here, or a panic with the reason
     /// when COURSED_REQUIRE_FUSE=1 (CI sets it), so that the power-cut tests never skip silently.
     pub fn mount() -> Option<PowerCut> {
-        match PowerCut::try_mount() {
+        PowerCut::mount_with(Names::Strict)
+    }
+
+    /// [`PowerCut::mount`], with names made durable as `names` says.
+    pub fn mount_with(names: Names) -> Option<PowerCut> {
+        match PowerCut::try_mount(names) {
             Ok(fs) => Some(fs),
             Err(reason) if std::env::var("COURSED_REQUIRE_FUSE").is_ok_and(|v| v == "1") => {
                 panic!("FUSE required (COURSED_REQUIRE_FUSE=1) but unavailable: {reason}")
@@ -555,17 +595,21 @@ impl PowerCut {
         }
     }
 
-    fn try_mount() -> Result<PowerCut, String> {
+    fn try_mount(names: Names) -> Result<PowerCut, String> {
         if !Path::new("/dev/fuse").exists() {
             return Err("no /dev/fuse".into());
         }
         let dir = tempfile::Builder::new().prefix("coursed-powercut-").tempdir().map_err(|e| e.to_string())?;
+        // Open to the `postgres` user, who runs the PostgreSQL cluster kept on it.
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .map_err(|e| e.to_string())?;
         let mountpoint = dir.path().join("disk");
         std::fs::create_dir(&mountpoint).map_err(|e| e.to_string())?;
         let now = SystemTime::now();
         let root = Meta { perm: 0o755, uid: 0, gid: 0, atime: now, mtime: now, ctime: now };
         let state = State {
-            nodes: vec![None, Some(Node::new(Kind::Dir, OsStr::new(""), root))],
+            nodes: vec![None, Some(Node::new(Kind::Dir, INodeNo::ROOT.0, OsStr::new(""), root))],
+            names,
             on: true,
             armed: None,
             counts: Counts::default(),

@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use super::{Op, PowerCut};
+use super::{Names, Op, PowerCut};
 
 fn read(path: &Path) -> Option<String> {
     let mut s = String::new();
@@ -198,4 +198,22 @@ fn sqlite_in_wal_mode_keeps_its_commits_across_a_cut() {
     assert_eq!(n, 2, "the commit made with synchronous=OFF is gone, the others are kept");
     let ok: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
     assert_eq!(ok, "ok");
+}
+
+#[test]
+fn a_journaling_disk_keeps_the_names_of_a_synced_file_and_of_its_new_parents() {
+    let Some(disk) = PowerCut::mount_with(Names::Journaled) else { return };
+    let root = disk.path();
+    fs::create_dir_all(root.join("a/b")).unwrap();
+    write(&root.join("a/b/f"), "synced").sync_all().unwrap();
+    write(&root.join("a/g"), "not synced");
+    disk.cut();
+    assert_eq!(read(&root.join("a/b/f")).as_deref(), Some("synced"));
+    assert_eq!(read(&root.join("a/g")), None);
+    // A rename is journaled with the renamed file's sync: one name, the new one.
+    fs::rename(root.join("a/b/f"), root.join("a/moved")).unwrap();
+    File::open(root.join("a/moved")).unwrap().sync_all().unwrap();
+    disk.cut();
+    assert_eq!(read(&root.join("a/moved")).as_deref(), Some("synced"));
+    assert_eq!(read(&root.join("a/b/f")), None);
 }

@@ -6,14 +6,38 @@ mod disk;
 mod fs;
 mod fs_tests;
 
-pub use fs::{Op, PowerCut};
+pub use fs::{Names, Op, PowerCut};
 
 #[test]
 fn sqlite_single_writes_from_many_clients_survive_power_cuts() {
     let Some(disk) = PowerCut::mount() else { return };
-    let database = disk.path().join("course.db").to_str().unwrap().to_owned();
     let (seed, n) = cuts::plan(12);
-    cuts::single_writes(&disk, &["--database", &database, "--token", cuts::TOKEN], Some(&database), seed, n);
+    cuts::single_writes(&sqlite(&disk, &[]), seed, n);
+}
+
+#[test]
+fn postgres_single_writes_from_many_clients_survive_power_cuts() {
+    let Some(disk) = PowerCut::mount_with(Names::Journaled) else { return };
+    let Some(pg) = crate::pg_cluster::Private::init_durable_in(disk.path()) else { return };
+    disk.sync_all();
+    pg.restart();
+    let database = pg.fresh_database();
+    let (seed, n) = cuts::plan(8);
+    let machine =
+        cuts::Machine { disk: &disk, args: args(&database, &[]), sqlite: None, postgres: Some(&pg), span: 2200 };
+    cuts::single_writes(&machine, seed, n);
+}
+
+fn args(database: &str, more: &[&str]) -> Vec<String> {
+    let mut args = vec!["--database", database, "--token", cuts::TOKEN];
+    args.extend(more);
+    args.into_iter().map(str::to_owned).collect()
+}
+
+/// coursed on a SQLite file on `disk`.
+fn sqlite<'a>(disk: &'a PowerCut, more: &[&str]) -> cuts::Machine<'a> {
+    let database = disk.path().join("course.db").to_str().unwrap().to_owned();
+    cuts::Machine { disk, args: args(&database, more), sqlite: Some(database), postgres: None, span: 4000 }
 }
 
 /// The check can fail: with `--durability normal` an acknowledged write waits for the next
@@ -21,9 +45,8 @@ fn sqlite_single_writes_from_many_clients_survive_power_cuts() {
 #[test]
 fn the_cuts_find_the_writes_that_durability_normal_acknowledges_before_their_sync() {
     let Some(disk) = PowerCut::mount() else { return };
-    let database = disk.path().join("course.db").to_str().unwrap().to_owned();
-    let args = ["--database", &database, "--token", cuts::TOKEN, "--durability", "normal"];
-    let cuts = || cuts::single_writes(&disk, &args, Some(&database), 7, 6);
+    let machine = sqlite(&disk, &["--durability", "normal"]);
+    let cuts = || cuts::single_writes(&machine, 7, 6);
     let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(cuts));
     let message = found.expect_err("a cut lost an acknowledged write");
     let message = message.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
