@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::PowerCut;
+use std::path::Path;
+
+use super::{Op, PowerCut};
 use crate::process::{try_call, Server, Starting};
 
 pub const TOKEN: &str = "powercut-test-token-0123456789";
@@ -65,18 +67,38 @@ struct Outcome {
 /// A subject as the model knows it: its title, or gone.
 type Model = BTreeMap<String, Option<String>>;
 
-fn content(title: &str) -> String {
-    format!("{title} ").repeat(40)
+/// A subject's content: its title again and again, to about `len` bytes.
+fn content(title: &str, len: usize) -> String {
+    format!("{title} ").repeat(len / (title.len() + 1) + 1)
 }
 
-fn subject_body(title: &str) -> Value {
-    json!({"data": {"type": "subjects", "attributes": {"title": title, "content": content(title)}}})
+fn subject_body(title: &str, len: usize) -> Value {
+    json!({"data": {"type": "subjects", "attributes": {"title": title, "content": content(title, len)}}})
+}
+
+/// Where a round's cuts fall, and how much each write weighs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// Small subjects; cuts at any change (on SQLite a third on a checkpoint's steps).
+    Mixed,
+    /// Subjects of 150 KB, so that checkpoints come every few dozen writes, and every cut on one
+    /// of a checkpoint's steps: a write of a page into the database file, or its sync (SQLite).
+    Checkpoints,
+}
+
+impl Style {
+    fn content(self) -> usize {
+        match self {
+            Style::Mixed => 500,
+            Style::Checkpoints => 150_000,
+        }
+    }
 }
 
 /// One client's writes until the power goes or `max` writes: creates, updates and deletes of
 /// its own subjects. It stops at its first write not acknowledged.
 fn client(round: &Round, name: &str, mut rng: Rng, mine: Vec<String>, max: usize) -> Vec<Outcome> {
-    let Round { addr, stop, disk, surprises } = round;
+    let Round { addr, stop, disk, surprises, content } = round;
     let mut mine = mine;
     let mut log = Vec::new();
     for i in 0..max {
@@ -93,9 +115,11 @@ fn client(round: &Round, name: &str, mut rng: Rng, mine: Vec<String>, max: usize
             _ => Sent::Delete { id: mine.swap_remove(rng.range(0, mine.len() as u64 - 1) as usize) },
         };
         let answer = match &sent {
-            Sent::Create { title } => try_call(addr, "POST", "/v1/subjects", TOKEN, Some(&subject_body(title))),
+            Sent::Create { title } => {
+                try_call(addr, "POST", "/v1/subjects", TOKEN, Some(&subject_body(title, *content)))
+            }
             Sent::Update { id, title } => {
-                let mut body = subject_body(title);
+                let mut body = subject_body(title, *content);
                 body["data"]["id"] = json!(id);
                 try_call(addr, "PATCH", &format!("/v1/subjects/{id}"), TOKEN, Some(&body))
             }
@@ -139,6 +163,8 @@ struct Round<'a> {
     disk: &'a PowerCut,
     /// What the clients saw that they should not have.
     surprises: &'a Mutex<Vec<String>>,
+    /// The size of each subject's content.
+    content: usize,
 }
 
 /// What each subject may be after the cut: the model's state moved on by every acknowledged
@@ -183,7 +209,7 @@ fn expected(model: &Model, logs: &[Vec<Outcome>]) -> Expected {
 
 /// Every subject the server lists, id → title, checking each one's content and that
 /// `meta.page.total` counts the rows listed.
-fn listed(server: &Server) -> BTreeMap<String, String> {
+fn listed(server: &Server, content_len: usize) -> BTreeMap<String, String> {
     let mut all = BTreeMap::new();
     let mut total = None;
     for page in 1.. {
@@ -194,7 +220,7 @@ fn listed(server: &Server) -> BTreeMap<String, String> {
         let data = body["data"].as_array().expect("data").clone();
         for s in &data {
             let title = s["attributes"]["title"].as_str().expect("title").to_owned();
-            assert_eq!(s["attributes"]["content"], json!(content(&title)), "a subject written whole");
+            assert_eq!(s["attributes"]["content"], json!(content(&title, content_len)), "a subject written whole");
             all.insert(s["id"].as_str().unwrap().to_owned(), title);
         }
         if data.len() < 100 {
@@ -205,10 +231,50 @@ fn listed(server: &Server) -> BTreeMap<String, String> {
     all
 }
 
+/// The change feed read from its start: gapless (consecutive places), and replayed it gives
+/// the subjects the API lists (no revision lost or left over for any row).
+fn feed_replays_to(server: &Server, listed: &BTreeMap<String, String>, round: usize) {
+    let mut replayed: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut path = "/v1/revisions?page[size]=1000".to_owned();
+    let mut last = 0u64;
+    loop {
+        let (status, body) = server.call("GET", &path, TOKEN, None);
+        assert_eq!(status, 200, "{body}");
+        let data = body["data"].as_array().expect("data").clone();
+        for r in &data {
+            let place: u64 = r["meta"]["cursor"].as_str().and_then(|c| c.parse().ok()).expect("a cursor");
+            assert_eq!(place, last + 1, "cut {round}: the feed has a gap before {place}");
+            last = place;
+            let resource = &r["relationships"]["resource"]["data"];
+            if resource["type"] != "subjects" {
+                continue;
+            }
+            let id = resource["id"].as_str().unwrap().to_owned();
+            let state = replayed.entry(id).or_default();
+            match r["attributes"]["action"].as_str() {
+                Some("delete") => *state = None,
+                _ => {
+                    if let Some(title) = r["attributes"]["changes"]["title"]["after"].as_str() {
+                        *state = Some(title.to_owned());
+                    }
+                }
+            }
+        }
+        if data.is_empty() {
+            break;
+        }
+        let next = body["links"]["next"].as_str().expect("links.next");
+        path = next[next.find("/v1/").expect("a link into the API")..].to_owned();
+    }
+    let replayed: BTreeMap<String, String> = replayed.into_iter().filter_map(|(id, t)| Some((id, t?))).collect();
+    assert_eq!(&replayed, listed, "cut {round}: the feed replayed is the catalogue");
+}
+
 /// Checks what survived against what may have; returns the model as it now is.
-fn verify(server: &Server, model: &Model, logs: &[Vec<Outcome>], round: usize) -> Model {
+fn verify(server: &Server, model: &Model, logs: &[Vec<Outcome>], round: usize, content_len: usize) -> Model {
     let expected = expected(model, logs);
-    let listed = listed(server);
+    let listed = listed(server, content_len);
+    feed_replays_to(server, &listed, round);
     let mut now = Model::new();
     for (id, allowed) in &expected.by_id {
         let state = listed.get(id).cloned();
@@ -298,7 +364,7 @@ fn stop(server: Server) {
 
 /// Single writes from `clients` clients at once, the power cut at a random change each round
 /// (the first round's cut may come while coursed makes its new database).
-pub fn single_writes(machine: &Machine, seed: u64, cuts: usize) {
+pub fn single_writes(machine: &Machine, style: Style, seed: u64, cuts: usize) {
     let disk = machine.disk;
     const CLIENTS: u64 = 4;
     const PER_CLIENT: usize = 40;
@@ -322,7 +388,26 @@ pub fn single_writes(machine: &Machine, seed: u64, cuts: usize) {
         let server = machine.start();
         let addr = server.addr.clone();
         let pid = server.child.id() as libc::pid_t;
-        disk.arm(at);
+        // On SQLite, a third of the cuts fall on a checkpoint's steps: its copying of pages
+        // into the database file (written only then), and its sync.
+        let file = machine.sqlite.as_deref().and_then(|f| Some(Path::new(f).file_name()?.to_str()?.to_owned()));
+        let checkpoint = if style == Style::Checkpoints { rng.range(0, 1) } else { rng.range(0, 5) };
+        let at = match (file, checkpoint) {
+            (Some(file), 0) => {
+                let n = rng.range(1, 1000);
+                disk.arm_on(Op::Write, &file, n);
+                format!("write {n} of {file}")
+            }
+            (Some(file), 1) => {
+                let n = rng.range(1, 3);
+                disk.arm_on(Op::Sync, &file, n);
+                format!("sync {n} of {file}")
+            }
+            _ => {
+                disk.arm(at);
+                format!("change {at}")
+            }
+        };
         let stop_writes = AtomicBool::new(false);
         let logs = Mutex::new(Vec::new());
         let surprises = Mutex::new(Vec::new());
@@ -332,7 +417,8 @@ pub fn single_writes(machine: &Machine, seed: u64, cuts: usize) {
                 let present = model.iter().filter(|(_, s)| s.is_some()).map(|(id, _)| id.clone());
                 let mine: Vec<String> = present.skip(c as usize).step_by(CLIENTS as usize).collect();
                 let logs = &logs;
-                let shared = Round { addr: &addr, stop: &stop_writes, disk, surprises: &surprises };
+                let shared =
+                    Round { addr: &addr, stop: &stop_writes, disk, surprises: &surprises, content: style.content() };
                 let rng = Rng::new(rng.next());
                 clients.push(scope.spawn(move || {
                     let name = format!("r{round} c{c}");
@@ -354,7 +440,7 @@ pub fn single_writes(machine: &Machine, seed: u64, cuts: usize) {
         let counts = disk.counts();
         eprintln!("cut {round}: at change {at}, after {acked} acknowledged writes; {counts:?}");
         let server = machine.start();
-        model = verify(&server, &model, &logs, round);
+        model = verify(&server, &model, &logs, round, style.content());
         stop(server);
         if let Some(database) = &machine.sqlite {
             sqlite_checks(database);

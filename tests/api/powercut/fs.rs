@@ -68,6 +68,8 @@ struct State {
     on: bool,
     /// The power goes off when `counts.changes` reaches this.
     armed: Option<u64>,
+    /// Or at the n-th write (or sync) of a file whose name ends so: (op, name, n).
+    armed_on: Option<(Op, String, u64)>,
     counts: Counts,
     faults: Vec<Fault>,
 }
@@ -113,11 +115,23 @@ impl State {
         Ok(())
     }
 
-    fn fault(&mut self, op: Op, ino: INodeNo) -> Result<(), Errno> {
-        if self.faults.is_empty() {
+    /// A write or sync of `ino`: the power may go at it, or a fault answer it.
+    fn fault(&mut self, op: Op, ino: INodeNo, shared_off: &Condvar) -> Result<(), Errno> {
+        if self.faults.is_empty() && self.armed_on.is_none() {
             return Ok(());
         }
         let name = self.node(ino)?.name.to_string_lossy().into_owned();
+        if let Some((on, suffix, n)) = &mut self.armed_on {
+            if *on == op && name.ends_with(suffix.as_str()) {
+                *n -= 1;
+                if *n == 0 {
+                    self.on = false;
+                    self.armed_on = None;
+                    shared_off.notify_all();
+                    return Err(Errno::EIO);
+                }
+            }
+        }
         let hit = self.faults.iter_mut().find(|f| f.op == op && f.times > 0 && name.ends_with(&f.name));
         match hit {
             Some(fault) => {
@@ -259,7 +273,7 @@ impl Filesystem for PowerCutFs {
         let result = (|| {
             s.change(&shared.off)?;
             if size.is_some() {
-                s.fault(Op::Write, ino)?;
+                s.fault(Op::Write, ino, &shared.off)?;
             }
             let node = s.node_mut(ino)?;
             let now = SystemTime::now();
@@ -452,7 +466,7 @@ impl Filesystem for PowerCutFs {
         let shared = self.shared.clone();
         let result = (|| {
             s.change(&shared.off)?;
-            s.fault(Op::Write, ino)?;
+            s.fault(Op::Write, ino, &shared.off)?;
             let node = s.node_mut(ino)?;
             node.pages.write(offset, data);
             node.meta.mtime = SystemTime::now();
@@ -521,7 +535,7 @@ impl Filesystem for PowerCutFs {
                 return Err(Errno::EOPNOTSUPP);
             }
             s.change(off)?;
-            s.fault(Op::Write, ino)?;
+            s.fault(Op::Write, ino, off)?;
             let pages = &mut s.node_mut(ino)?.pages;
             if offset + length > pages.size() {
                 pages.truncate(offset + length);
@@ -534,8 +548,10 @@ impl Filesystem for PowerCutFs {
 fn sync(s: &mut State, off: &Condvar, ino: INodeNo, datasync: bool) -> Result<(), Errno> {
     s.change(off)?;
     s.counts.syncs += 1;
-    if let Err(errno) = s.fault(Op::Sync, ino) {
-        s.node_mut(ino)?.sync_failed();
+    if let Err(errno) = s.fault(Op::Sync, ino, off) {
+        if s.on {
+            s.node_mut(ino)?.sync_failed();
+        }
         return Err(errno);
     }
     s.node_mut(ino)?.sync(datasync);
@@ -612,6 +628,7 @@ impl PowerCut {
             names,
             on: true,
             armed: None,
+            armed_on: None,
             counts: Counts::default(),
             faults: Vec::new(),
         };
@@ -639,6 +656,11 @@ impl PowerCut {
         s.armed = Some(s.counts.changes + n.max(1));
     }
 
+    /// The power goes off at the `n`-th `op` (n ≥ 1) from now of a file whose name ends with `name`.
+    pub fn arm_on(&self, op: Op, name: &str, n: u64) {
+        self.shared.lock().armed_on = Some((op, name.to_owned(), n.max(1)));
+    }
+
     /// Waits until the power went off (armed or cut), at most `limit`; true when it did.
     pub fn wait_off(&self, limit: Duration) -> bool {
         let s = self.shared.lock();
@@ -657,6 +679,7 @@ impl PowerCut {
         let mut s = self.shared.lock();
         s.on = false;
         s.armed = None;
+        s.armed_on = None;
         s.faults.clear();
         for node in s.nodes.iter_mut().flatten() {
             node.cut();

@@ -8,11 +8,20 @@ mod fs_tests;
 
 pub use fs::{Names, Op, PowerCut};
 
+use cuts::Style;
+
 #[test]
 fn sqlite_single_writes_from_many_clients_survive_power_cuts() {
     let Some(disk) = PowerCut::mount() else { return };
     let (seed, n) = cuts::plan(12);
-    cuts::single_writes(&sqlite(&disk, &[]), seed, n);
+    cuts::single_writes(&sqlite(&disk, &[]), Style::Mixed, seed, n);
+}
+
+#[test]
+fn sqlite_checkpoints_survive_power_cuts_at_each_of_their_steps() {
+    let Some(disk) = PowerCut::mount() else { return };
+    let (seed, n) = cuts::plan(5);
+    cuts::single_writes(&sqlite(&disk, &[]), Style::Checkpoints, seed, n);
 }
 
 #[test]
@@ -25,7 +34,7 @@ fn postgres_single_writes_from_many_clients_survive_power_cuts() {
     let (seed, n) = cuts::plan(8);
     let machine =
         cuts::Machine { disk: &disk, args: args(&database, &[]), sqlite: None, postgres: Some(&pg), span: 2200 };
-    cuts::single_writes(&machine, seed, n);
+    cuts::single_writes(&machine, Style::Mixed, seed, n);
 }
 
 fn args(database: &str, more: &[&str]) -> Vec<String> {
@@ -46,7 +55,7 @@ fn sqlite<'a>(disk: &'a PowerCut, more: &[&str]) -> cuts::Machine<'a> {
 fn the_cuts_find_the_writes_that_durability_normal_acknowledges_before_their_sync() {
     let Some(disk) = PowerCut::mount() else { return };
     let machine = sqlite(&disk, &["--durability", "normal"]);
-    let cuts = || cuts::single_writes(&machine, 7, 6);
+    let cuts = || cuts::single_writes(&machine, Style::Mixed, 7, 6);
     let found = std::panic::catch_unwind(std::panic::AssertUnwindSafe(cuts));
     let message = found.expect_err("a cut lost an acknowledged write");
     let message = message.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
