@@ -167,6 +167,19 @@ impl Error {
         .into()
     }
 
+    /// 503: the disk failed to keep a write (a failed sync), and the server writes nothing more
+    /// until it is restarted (see `store::sqlite::Failed`). The cause is logged, not sent.
+    pub fn storage_failed() -> Error {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_failed",
+            "The disk failed to keep a write. To keep what the disk holds sound, this server writes nothing more \
+             until it is restarted; it still serves reads. A write answered so may or may not have been kept: read it \
+             back after the restart. The cause is in the server log.",
+        )
+        .into()
+    }
+
     /// 503 without a log line (the caller logs, or retries).
     pub fn busy() -> Error {
         Problem::new(

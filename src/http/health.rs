@@ -25,9 +25,18 @@ pub fn healthz(method: Method) -> Response {
 }
 
 /// `/readyz`: the database answers a query (503 with `Retry-After` otherwise), so that a load
-/// balancer sends requests only to replicas that can serve them.
+/// balancer sends requests only to replicas that can serve them; 503 with the reason, and no
+/// `Retry-After`, once a failed sync stopped the writes until a restart.
 pub async fn readyz(method: Method, app: Arc<App>) -> Response {
     if let Some(r) = read_only(&method) {
+        return r;
+    }
+    if let Some(reason) = app.db.failure() {
+        // Not ready until restarted: no Retry-After.
+        let body = serde_json::json!({"status": "failed", "reason": reason}).to_string();
+        let mut r = Response::new(body.into());
+        *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         return r;
     }
     match tokio::time::timeout(READY_WITHIN, app.db.ready()).await {

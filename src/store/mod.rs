@@ -278,6 +278,15 @@ impl Db {
         }
     }
 
+    /// Why the database takes no more writes until the server is restarted: a sync of a
+    /// SQLite file failed (see `sqlite::Failed`). PostgreSQL stops and recovers by itself.
+    pub fn failure(&self) -> Option<&str> {
+        match &self.inner.engine {
+            Engine::Sqlite(e) => e.failure(),
+            Engine::Postgres(_) => None,
+        }
+    }
+
     /// Whether the database answers a query now (for `/readyz`).
     pub async fn ready(&self) -> bool {
         self.read(|tx| Ok(tx.first("SELECT 1", &[])?)).await.is_ok()

@@ -36,6 +36,8 @@ use std::time::Duration;
 
 use rusqlite::{ffi, Connection, OpenFlags};
 
+use super::Failed;
+
 /// Pages of WAL (since the last checkpoint the thread was asked for) at which the thread is
 /// asked for the next: SQLite's own default interval.
 const THREAD_PAGES: i32 = 1000;
@@ -117,7 +119,7 @@ impl Checkpoints {
     /// (SQLite's checkpoints as they were) when the database has no WAL or no thread can be had.
     /// `target`: what `writer` was opened with (a path or a URI), which the thread's connection
     /// opens too.
-    pub fn start(writer: &Connection, target: &str) -> Option<Checkpoints> {
+    pub fn start(writer: &Connection, target: &str, failed: &Arc<Failed>) -> Option<Checkpoints> {
         let mode: String = writer.query_row("PRAGMA journal_mode", [], |r| r.get(0)).ok()?;
         if !mode.eq_ignore_ascii_case("wal") {
             return None;
@@ -135,9 +137,10 @@ impl Checkpoints {
         let (wake, woken) = mpsc::sync_channel::<()>(1);
         let progress = Arc::new(Progress::default());
         let reported = progress.clone();
+        let failed = failed.clone();
         let thread = std::thread::Builder::new()
             .name("coursed-checkpoint".into())
-            .spawn(move || checkpoint_loop(conn, woken, &reported))
+            .spawn(move || checkpoint_loop(conn, woken, &reported, &failed))
             .map_err(|e| log::warn!("the writer checkpoints alone: cannot start a thread ({e})"))
             .ok()?;
         let pages = Arc::new(AtomicI32::new(0));
@@ -151,7 +154,7 @@ impl Checkpoints {
     /// After each commit of the writer: wakes the thread every [`THREAD_PAGES`] pages of WAL,
     /// and from [`WRITER_PAGES`] on whenever it has copied something since it was last asked,
     /// until the writer copies the rest itself (see the module's documentation).
-    pub fn committed(&mut self, writer: &Connection) {
+    pub fn committed(&mut self, writer: &Connection, failed: &Failed) {
         let pages = self.pages.load(Ordering::Relaxed);
         if pages < self.asked_at.pages {
             // The WAL started over.
@@ -182,7 +185,7 @@ impl Checkpoints {
                 };
                 // Busy: the thread is checkpointing; the next commit tries again.
                 if rc != ffi::SQLITE_OK && rc != ffi::SQLITE_BUSY {
-                    log::warn!("checkpoint on the writer failed: {}", ffi::code_to_str(rc));
+                    checkpoint_failed(rc, " on the writer", failed);
                 }
                 log::trace!(
                     "checkpoint on the writer at {pages} WAL pages: {rc}, {} µs",
@@ -304,11 +307,14 @@ fn database_fd(conn: &Connection) -> Option<c_int> {
     same.then_some(fd)
 }
 
-fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, progress: &Progress) {
+fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, progress: &Progress, failed: &Failed) {
     // Fixed for the connection's life.
     let fd = database_fd(&conn);
     let mut last = 0;
     while woken.recv().is_ok() {
+        if failed.get().is_some() {
+            break;
+        }
         let started = std::time::Instant::now();
         let generation = progress.generation.load(Ordering::Relaxed);
         let outcome = conn.prepare_cached("PRAGMA wal_checkpoint(PASSIVE)").and_then(|mut st| {
@@ -328,8 +334,27 @@ fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, progress: &Progr
                     started.elapsed().as_micros()
                 );
             }
-            Err(e) => log::warn!("checkpoint failed: {e}"),
+            Err(e) => checkpoint_failed(e.sqlite_error().map_or(ffi::SQLITE_ERROR, |e| e.extended_code), "", failed),
         }
+    }
+}
+
+/// A checkpoint that failed with `rc`: one that met an I/O error (its sync of the database
+/// file, or a write that may have been dropped) stops the writes (see [`Failed`]); others are
+/// tried again at the next.
+fn checkpoint_failed(rc: c_int, whose: &str, failed: &Failed) {
+    let what = ffi::code_to_str(rc);
+    if rc & 0xff == ffi::SQLITE_IOERR {
+        let step = match rc {
+            ffi::SQLITE_IOERR_FSYNC => "sync the database file",
+            ffi::SQLITE_IOERR_DIR_FSYNC => "sync the database's directory",
+            ffi::SQLITE_IOERR_WRITE => "write the database file",
+            ffi::SQLITE_IOERR_TRUNCATE => "truncate the database file",
+            _ => "read or write the database",
+        };
+        failed.set(format!("a checkpoint{whose} could not {step} ({what}, code {rc})"));
+    } else {
+        log::warn!("checkpoint{whose} failed: {what}");
     }
 }
 
@@ -348,7 +373,7 @@ mod tests {
                 [],
             )
             .unwrap();
-            cp.committed(c);
+            cp.committed(c, &Failed::default());
             largest = largest.max(std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0));
         }
         largest
@@ -377,7 +402,7 @@ mod tests {
 
         // The writer no longer checkpoints at SQLite's 1,000 pages: below its own threshold only
         // the thread can have copied pages into the file.
-        let mut cp = Checkpoints::start(&c, &path).expect("a WAL database gets a checkpointer");
+        let mut cp = Checkpoints::start(&c, &path, &Arc::default()).expect("a WAL database gets a checkpointer");
         assert_eq!(autocheckpoint(&c).unwrap(), 0, "the hook replaces SQLite's checkpoints on the writer");
         write_pages(&c, &mut cp, WRITER_PAGES / 2, &wal);
         cp.stop(&c);
@@ -391,7 +416,7 @@ mod tests {
         // that finds the thread's under way tries again at the next commit, so the WAL grows for
         // as long as the thread's checkpoint takes: slack for a thread slowed down by a busy
         // machine (other tests), well short of the three limits written.
-        let mut cp = Checkpoints::start(&c, &path).unwrap();
+        let mut cp = Checkpoints::start(&c, &path, &Arc::default()).unwrap();
         let largest = write_pages(&c, &mut cp, WRITER_LIMIT * 3, &wal);
         cp.stop(&c);
         let bound = 2 * WRITER_LIMIT as u64 * (4096 + 24) + 32;
@@ -463,7 +488,7 @@ mod tests {
         let path = dir.path().join("j.db").to_str().unwrap().to_owned();
         let c = Connection::open(&path).unwrap();
         c.execute_batch("PRAGMA journal_mode = DELETE; CREATE TABLE t (b BLOB);").unwrap();
-        assert!(Checkpoints::start(&c, &path).is_none(), "a rollback journal");
+        assert!(Checkpoints::start(&c, &path, &Arc::default()).is_none(), "a rollback journal");
         let memdb = "file:/checkpoint-test?vfs=memdb";
         let m = Connection::open_with_flags(
             memdb,
@@ -471,6 +496,6 @@ mod tests {
         )
         .unwrap();
         m.execute_batch("PRAGMA journal_mode = MEMORY; CREATE TABLE t (b BLOB);").unwrap();
-        assert!(Checkpoints::start(&m, memdb).is_none(), "an in-memory database");
+        assert!(Checkpoints::start(&m, memdb, &Arc::default()).is_none(), "an in-memory database");
     }
 }

@@ -42,6 +42,29 @@ const READERS: u32 = 8;
 /// page along an index) always find one soon, however many scans clients send.
 const RESERVED: u32 = 2;
 
+/// Set once the disk failed a sync of the database or its WAL: Linux may have dropped the pages
+/// it could not write and will report the next sync a success, so nothing written since the
+/// last good sync can be trusted to be on the disk, nor can the WAL be copied into the database
+/// file and started over. From then on no write is made, no checkpoint, and the writer's
+/// connection closes without one; reads go on, `/readyz` answers 503 with the reason, and a
+/// restart recovers from what the disk holds (SQLite reads the WAL again from its start).
+/// PostgreSQL does the same by stopping the whole server (it restarts itself and recovers).
+#[derive(Default)]
+pub struct Failed(std::sync::OnceLock<String>);
+
+impl Failed {
+    /// Stops the writes for good, with the reason; the first reason is kept and logged.
+    pub fn set(&self, reason: String) {
+        if self.0.set(reason.clone()).is_ok() {
+            log::error!("{reason}; this server writes nothing more until it is restarted (it still serves reads)");
+        }
+    }
+
+    pub fn get(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+}
+
 pub(crate) type Deliver = Box<dyn FnOnce(Result<()>) + Send>;
 /// A write: run against the writer's connection (or `None` when its group failed first), it
 /// says whether it succeeded and hands back how to answer once the commit outcome is known.
@@ -64,6 +87,8 @@ pub struct Sqlite {
     timeout: std::time::Duration,
     /// Permits of the reads that may scan: all readers but [`RESERVED`].
     scans: Arc<tokio::sync::Semaphore>,
+    /// Set when a sync failed: no more writes (see [`Failed`]).
+    failed: Arc<Failed>,
 }
 
 impl Drop for Sqlite {
@@ -117,9 +142,11 @@ impl Sqlite {
 
         let (jobs, queue) = mpsc::channel::<Job>();
         let writer_shared = shared.clone();
+        let failed = Arc::new(Failed::default());
+        let writer_failed = failed.clone();
         let writer = std::thread::Builder::new()
             .name("coursed-writer".into())
-            .spawn(move || writer::write_loop(writer, &target, &writer_shared, queue, wal))
+            .spawn(move || writer::write_loop(writer, &target, &writer_shared, queue, wal, &writer_failed))
             .map_err(|e| format!("cannot start the writer thread: {e}"))?;
         let scans = Arc::new(tokio::sync::Semaphore::new((READERS - RESERVED) as usize));
         Ok(Sqlite {
@@ -129,7 +156,13 @@ impl Sqlite {
             shared,
             timeout: opts.request_timeout,
             scans,
+            failed,
         })
+    }
+
+    /// Why this database takes no more writes, once a sync failed (see [`Failed`]).
+    pub fn failure(&self) -> Option<&str> {
+        self.failed.get()
     }
 
     fn pool(&self) -> &r2d2::Pool<SqliteConnectionManager> {
@@ -198,6 +231,9 @@ impl Sqlite {
         T: Send + 'static,
         F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
     {
+        if self.failed.get().is_some() {
+            return Err(Error::storage_failed());
+        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let run: Run = Box::new(move |conn: Option<&mut dyn Tx>| {
             let Some(conn) = conn else {

@@ -14,14 +14,14 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::checkpoint::Checkpoints;
 use super::indexing::GroupIndexing;
 use super::tx::{db_error, SqliteTx};
-use super::{Deliver, Job};
+use super::{Deliver, Failed, Job};
 use crate::error::{Error, Result};
 use crate::store::tx::Shared;
 use crate::store::WriteContext;
@@ -39,13 +39,20 @@ struct Committed {
 /// flushing thread (see the module's documentation); without, they go out at once (the
 /// connection's own `synchronous` setting decides what a commit waits for). `target` is what
 /// the connection was opened with (a path or URI), for the checkpointing connection.
-pub fn write_loop(conn: Connection, target: &str, shared: &Shared, queue: mpsc::Receiver<Job>, wal: Option<WalFile>) {
+pub fn write_loop(
+    conn: Connection,
+    target: &str,
+    shared: &Shared,
+    queue: mpsc::Receiver<Job>,
+    wal: Option<WalFile>,
+    failed: &Arc<Failed>,
+) {
     std::thread::scope(|scope| {
         let flusher = wal.map(|wal| {
             let (to_flush, committed) = mpsc::channel::<Committed>();
             let thread = std::thread::Builder::new()
                 .name("coursed-flush".into())
-                .spawn_scoped(scope, move || flush_loop(wal, committed));
+                .spawn_scoped(scope, move || flush_loop(wal, committed, failed));
             (to_flush, thread)
         });
         let (to_flush, thread) = match flusher {
@@ -58,7 +65,7 @@ pub fn write_loop(conn: Connection, target: &str, shared: &Shared, queue: mpsc::
             }
             None => (None, None),
         };
-        group_loop(conn, target, shared, queue, |c| match &to_flush {
+        group_loop(conn, target, shared, queue, failed, |c| match &to_flush {
             Some(tx) => {
                 if let Err(mpsc::SendError(c)) = tx.send(c) {
                     deliver(c.delivers, Err(Error::internal("the flushing thread stopped")));
@@ -80,11 +87,12 @@ fn group_loop(
     target: &str,
     shared: &Shared,
     queue: mpsc::Receiver<Job>,
+    failed: &Arc<Failed>,
     finish: impl Fn(Committed),
 ) {
     let indexing =
         GroupIndexing::install(&conn).map_err(|e| log::warn!("search indexing stays one write at a time ({e})")).ok();
-    let mut checkpoints = Checkpoints::start(&conn, target);
+    let mut checkpoints = Checkpoints::start(&conn, target, failed);
     // What the connection's `history_context` holds (see `history_context`).
     let mut held: Option<WriteContext> = None;
     while let Ok(first) = queue.recv() {
@@ -94,6 +102,12 @@ fn group_loop(
                 Ok(job) => group.push_back(job),
                 Err(_) => break,
             }
+        }
+        if failed.get().is_some() {
+            // Queued before the writes stopped: none is run.
+            let refused = group.into_iter().map(|job| (job.run)(None).1).collect();
+            deliver(refused, Err(Error::storage_failed()));
+            continue;
         }
         let mut delivers = Vec::with_capacity(group.len());
         let (size, started) = (group.len(), std::time::Instant::now());
@@ -108,12 +122,21 @@ fn group_loop(
         delivers.extend(group.into_iter().map(|job| (job.run)(None).1));
         finish(Committed { delivers, outcome });
         // After the group is on its way: a checkpoint on the writer overlaps the group's flush.
-        if let Some(c) = &mut checkpoints {
-            c.committed(&conn);
+        if let Some(c) = checkpoints.as_mut().filter(|_| failed.get().is_none()) {
+            c.committed(&conn, failed);
         }
     }
     if let Some(c) = checkpoints {
         c.stop(&conn);
+    }
+    if failed.get().is_some() {
+        // Closing the last connection checkpoints the WAL into the database file and removes
+        // it: not what a failed sync left, which the next start reads again from the WAL.
+        if let Err(e) = conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true) {
+            log::error!("cannot keep the WAL at close ({e}): the process ends without closing the database");
+            std::mem::forget(conn);
+            return;
+        }
     }
     drop(conn);
 }
@@ -125,25 +148,24 @@ fn deliver(delivers: Vec<Deliver>, outcome: Result<()>) {
 }
 
 /// Flushes the WAL behind the writer and answers the groups it made durable.
-fn flush_loop(mut wal: WalFile, committed: mpsc::Receiver<Committed>) {
+fn flush_loop(mut wal: WalFile, committed: mpsc::Receiver<Committed>, failed: &Failed) {
     while let Ok(first) = committed.recv() {
         let mut batch = vec![first];
         batch.extend(committed.try_iter());
-        if batch.iter().any(|c| c.outcome.is_ok()) {
+        if failed.get().is_none() && batch.iter().any(|c| c.outcome.is_ok()) {
             let started = std::time::Instant::now();
             if let Err(e) = wal.flush() {
                 // After a failed fsync the kernel may have dropped the pages it could not write
                 // and report success next time: nothing committed since the last good flush can
-                // be trusted to be on disk, and its requests cannot be told either way. Stop, as
-                // PostgreSQL does; a restart recovers from what the disk holds.
-                log::error!("cannot flush {} to disk: {e}; stopping", wal.path.display());
-                eprintln!("coursed: cannot flush {} to disk: {e}; stopping", wal.path.display());
-                std::process::exit(70);
+                // be trusted to be on disk, and its requests cannot be told either way.
+                failed.set(format!("the disk failed to sync {} ({e})", wal.path.display()));
             }
             log::trace!("flushed {} groups in {} µs", batch.len(), started.elapsed().as_micros());
         }
         for c in batch {
-            deliver(c.delivers, c.outcome);
+            // Committed, but not known to be on the disk: neither done nor undone.
+            let outcome = if failed.get().is_some() { Err(Error::storage_failed()) } else { c.outcome };
+            deliver(c.delivers, outcome);
         }
     }
 }

@@ -68,7 +68,7 @@ struct Outcome {
 type Model = BTreeMap<String, Option<String>>;
 
 /// A subject's content: its title again and again, to about `len` bytes.
-fn content(title: &str, len: usize) -> String {
+pub fn content(title: &str, len: usize) -> String {
     format!("{title} ").repeat(len / (title.len() + 1) + 1)
 }
 
@@ -299,7 +299,7 @@ fn verify(server: &Server, model: &Model, logs: &[Vec<Outcome>], round: usize, c
 }
 
 /// SQLite's own checks of the file: the b-trees, and each full-text index against its table.
-fn sqlite_checks(database: &str) {
+pub fn sqlite_checks(database: &str) {
     let db = rusqlite::Connection::open(database).expect("open the database");
     let ok: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0)).expect("integrity_check");
     assert_eq!(ok, "ok", "PRAGMA integrity_check");

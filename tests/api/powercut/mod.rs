@@ -3,6 +3,7 @@
 
 mod cuts;
 mod disk;
+mod failures;
 mod fs;
 mod fs_tests;
 
