@@ -33,7 +33,8 @@ impl Server {
 
     /// One request over a fresh connection; returns the status and the parsed body.
     pub fn call(&self, method: &str, path: &str, token: &str, body: Option<&Value>) -> (u16, Value) {
-        let (status, body) = exchange(&self.addr, method, path, token, body).expect("a full response");
+        let (status, body) =
+            exchange(&self.addr, method, path, token, crate::helpers::JSONAPI, body).expect("a full response");
         let body = if body.is_empty() { Value::Null } else { serde_json::from_str(&body).expect("JSON body") };
         (status, body)
     }
@@ -62,18 +63,38 @@ impl Server {
 /// One request that may fail (the server may be down, or killed while answering): the status
 /// and the body (`Null` unless JSON), or `None`.
 pub fn try_call(addr: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> Option<(u16, Value)> {
-    let (status, body) = exchange(addr, method, path, token, body).ok()?;
+    try_call_as(addr, method, path, token, crate::helpers::JSONAPI, body)
+}
+
+/// [`try_call`] with another media type (sent as `Content-Type` and `Accept`), e.g. the
+/// Atomic Operations extension's.
+pub fn try_call_as(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: &str,
+    media_type: &str,
+    body: Option<&Value>,
+) -> Option<(u16, Value)> {
+    let (status, body) = exchange(addr, method, path, token, media_type, body).ok()?;
     Some((status, serde_json::from_str(&body).unwrap_or(Value::Null)))
 }
 
 /// One request over a fresh HTTP/1.1 connection: the status and the body's text.
-fn exchange(addr: &str, method: &str, path: &str, token: &str, body: Option<&Value>) -> std::io::Result<(u16, String)> {
+fn exchange(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: &str,
+    media_type: &str,
+    body: Option<&Value>,
+) -> std::io::Result<(u16, String)> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let body = body.map(Value::to_string).unwrap_or_default();
     let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: application/vnd.api+json\r\n\
-         Content-Type: application/vnd.api+json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: {media_type}\r\n\
+         Content-Type: {media_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     s.write_all(req.as_bytes())?;

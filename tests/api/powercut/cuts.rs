@@ -16,11 +16,12 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 use super::{Op, PowerCut};
-use crate::process::{try_call, Server, Starting};
+use crate::process::{try_call_as, Server, Starting};
 
 pub const TOKEN: &str = "powercut-test-token-0123456789";
 
 /// A small seeded generator (splitmix64): the same seed cuts at the same points.
+#[derive(Clone)]
 pub struct Rng(u64);
 
 impl Rng {
@@ -58,7 +59,7 @@ enum Sent {
 }
 
 #[derive(Clone, Debug)]
-struct Outcome {
+pub struct Outcome {
     sent: Sent,
     /// The id a create was acknowledged with; `None` when not acknowledged.
     acked: Option<String>,
@@ -97,12 +98,11 @@ impl Style {
 
 /// One client's writes until the power goes or `max` writes: creates, updates and deletes of
 /// its own subjects. It stops at its first write not acknowledged.
-fn client(round: &Round, name: &str, mut rng: Rng, mine: Vec<String>, max: usize) -> Vec<Outcome> {
-    let Round { addr, stop, disk, surprises, content } = round;
+fn client(round: &Round, name: &str, mut rng: Rng, mine: Vec<String>, max: usize, content: usize) -> Vec<Outcome> {
     let mut mine = mine;
     let mut log = Vec::new();
     for i in 0..max {
-        if stop.load(Ordering::SeqCst) {
+        if round.stopped() {
             break;
         }
         let pick = rng.range(0, 9);
@@ -115,56 +115,109 @@ fn client(round: &Round, name: &str, mut rng: Rng, mine: Vec<String>, max: usize
             _ => Sent::Delete { id: mine.swap_remove(rng.range(0, mine.len() as u64 - 1) as usize) },
         };
         let answer = match &sent {
-            Sent::Create { title } => {
-                try_call(addr, "POST", "/v1/subjects", TOKEN, Some(&subject_body(title, *content)))
-            }
+            Sent::Create { title } => round.send("POST", "/v1/subjects", Some(&subject_body(title, content))),
             Sent::Update { id, title } => {
-                let mut body = subject_body(title, *content);
+                let mut body = subject_body(title, content);
                 body["data"]["id"] = json!(id);
-                try_call(addr, "PATCH", &format!("/v1/subjects/{id}"), TOKEN, Some(&body))
+                round.send("PATCH", &format!("/v1/subjects/{id}"), Some(&body))
             }
-            Sent::Delete { id } => try_call(addr, "DELETE", &format!("/v1/subjects/{id}"), TOKEN, None),
+            Sent::Delete { id } => round.send("DELETE", &format!("/v1/subjects/{id}"), None),
         };
-        match answer {
-            Some((status, body)) if (200..300).contains(&status) => {
-                let acked = match &sent {
-                    Sent::Create { .. } => {
-                        let id = body["data"]["id"].as_str().expect("a created subject's id").to_owned();
-                        mine.push(id.clone());
-                        Some(id)
-                    }
-                    Sent::Update { id, .. } | Sent::Delete { id } => Some(id.clone()),
-                };
-                log.push(Outcome { sent, acked });
+        let Some(body) = answer else {
+            log.push(Outcome { sent, acked: None });
+            break;
+        };
+        let acked = match &sent {
+            Sent::Create { .. } => {
+                let id = body["data"]["id"].as_str().expect("a created subject's id").to_owned();
+                mine.push(id.clone());
+                Some(id)
             }
-            Some((status, body)) => {
-                // Once the power is off anything may fail in any way (the machine is dead to
-                // its clients); before, a write is refused only with a 503.
-                if status != 503 && disk.is_on() {
-                    surprises.lock().unwrap().push(format!("a write got {status} with the power on: {body}"));
-                }
-                log.push(Outcome { sent, acked: None });
-                break;
-            }
-            None => {
-                log.push(Outcome { sent, acked: None });
-                break;
-            }
-        }
+            Sent::Update { id, .. } | Sent::Delete { id } => Some(id.clone()),
+        };
+        log.push(Outcome { sent, acked });
     }
     log
 }
 
 /// What the clients of a round share.
-struct Round<'a> {
+pub struct Round<'a> {
     addr: &'a str,
     /// Set when the power went: no client starts another write.
     stop: &'a AtomicBool,
     disk: &'a PowerCut,
     /// What the clients saw that they should not have.
     surprises: &'a Mutex<Vec<String>>,
-    /// The size of each subject's content.
+}
+
+impl Round<'_> {
+    /// The power went: no client starts another write.
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// A write: its body when acknowledged (2xx); `None` when not. Once the power is off
+    /// anything may fail in any way (the machine is dead to its clients); before, a write is
+    /// refused only with a 503, and anything else is noted as a surprise.
+    pub fn send(&self, method: &str, path: &str, body: Option<&Value>) -> Option<Value> {
+        self.send_as(crate::helpers::JSONAPI, method, path, body)
+    }
+
+    /// [`Round::send`] with another media type.
+    pub fn send_as(&self, media_type: &str, method: &str, path: &str, body: Option<&Value>) -> Option<Value> {
+        match try_call_as(self.addr, method, path, TOKEN, media_type, body) {
+            Some((status, body)) if (200..300).contains(&status) => Some(body),
+            Some((status, body)) => {
+                if status != 503 && self.disk.is_on() {
+                    self.surprises
+                        .lock()
+                        .unwrap()
+                        .push(format!("{method} {path} got {status} with the power on: {body}"));
+                }
+                None
+            }
+            None => None,
+        }
+    }
+}
+
+/// What the clients of a round write, and what is checked after each cut.
+pub trait Workload: Sync {
+    /// What one client did in a round.
+    type Log: Send;
+    /// Client `c`'s writes in a round, until the power goes (`round.stopped()`) or it is done.
+    fn client(&self, round: &Round, c: usize, name: &str, rng: Rng) -> Self::Log;
+    /// After the restart on what the disk kept: checks it against what was acknowledged, and
+    /// takes what survived as the model of the next round.
+    fn verify(&mut self, server: &Server, logs: Vec<Self::Log>, round: usize);
+    /// How many writes were acknowledged in these logs.
+    fn acked(logs: &[Self::Log]) -> usize;
+}
+
+pub const CLIENTS: usize = 4;
+
+/// Creates, updates and deletes of subjects, one at a time, from each client.
+pub struct SingleWrites {
+    model: Model,
     content: usize,
+}
+
+impl Workload for SingleWrites {
+    type Log = Vec<Outcome>;
+
+    fn client(&self, round: &Round, c: usize, name: &str, rng: Rng) -> Vec<Outcome> {
+        let present = self.model.iter().filter(|(_, s)| s.is_some()).map(|(id, _)| id.clone());
+        let mine: Vec<String> = present.skip(c).step_by(CLIENTS).collect();
+        client(round, name, rng, mine, 40, self.content)
+    }
+
+    fn verify(&mut self, server: &Server, logs: Vec<Vec<Outcome>>, round: usize) {
+        self.model = verify(server, &self.model, &logs, round, self.content);
+    }
+
+    fn acked(logs: &[Vec<Outcome>]) -> usize {
+        logs.iter().flatten().filter(|o| o.acked.is_some()).count()
+    }
 }
 
 /// What each subject may be after the cut: the model's state moved on by every acknowledged
@@ -207,33 +260,41 @@ fn expected(model: &Model, logs: &[Vec<Outcome>]) -> Expected {
     Expected { by_id, maybe_created }
 }
 
-/// Every subject the server lists, id → title, checking each one's content and that
-/// `meta.page.total` counts the rows listed.
-fn listed(server: &Server, content_len: usize) -> BTreeMap<String, String> {
-    let mut all = BTreeMap::new();
+/// Every resource of `kind` the server lists (`fields` asked), checking that `meta.page.total`
+/// counts the rows listed.
+pub fn all(server: &Server, kind: &str, fields: &str) -> Vec<Value> {
+    let mut all = Vec::new();
     let mut total = None;
     for page in 1.. {
-        let path = format!("/v1/subjects?page[size]=100&page[number]={page}&fields[subjects]=title,content&sort=id");
+        let path = format!("/v1/{kind}?page[size]=100&page[number]={page}&fields[{kind}]={fields}&sort=id");
         let (status, body) = server.call("GET", &path, TOKEN, None);
         assert_eq!(status, 200, "{body}");
         total = body["meta"]["page"]["total"].as_u64().or(total);
         let data = body["data"].as_array().expect("data").clone();
-        for s in &data {
-            let title = s["attributes"]["title"].as_str().expect("title").to_owned();
-            assert_eq!(s["attributes"]["content"], json!(content(&title, content_len)), "a subject written whole");
-            all.insert(s["id"].as_str().unwrap().to_owned(), title);
-        }
-        if data.len() < 100 {
+        let last = data.len() < 100;
+        all.extend(data);
+        if last {
             break;
         }
     }
-    assert_eq!(total, Some(all.len() as u64), "meta.page.total counts the rows");
+    assert_eq!(total, Some(all.len() as u64), "meta.page.total counts the {kind} listed");
     all
+}
+
+/// Every subject the server lists, id → title, each one's content checked.
+fn listed(server: &Server, content_len: usize) -> BTreeMap<String, String> {
+    let mut listed = BTreeMap::new();
+    for s in all(server, "subjects", "title,content") {
+        let title = s["attributes"]["title"].as_str().expect("title").to_owned();
+        assert_eq!(s["attributes"]["content"], json!(content(&title, content_len)), "a subject written whole");
+        listed.insert(s["id"].as_str().unwrap().to_owned(), title);
+    }
+    listed
 }
 
 /// The change feed read from its start: gapless (consecutive places), and replayed it gives
 /// the subjects the API lists (no revision lost or left over for any row).
-fn feed_replays_to(server: &Server, listed: &BTreeMap<String, String>, round: usize) {
+pub fn feed_replays_to(server: &Server, listed: &BTreeMap<String, String>, round: usize) {
     let mut replayed: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut path = "/v1/revisions?page[size]=1000".to_owned();
     let mut last = 0u64;
@@ -321,8 +382,9 @@ pub struct Machine<'a> {
     pub sqlite: Option<String>,
     /// The PostgreSQL cluster whose data directory is on the disk.
     pub postgres: Option<&'a crate::pg_cluster::Private>,
-    /// About how many changes a round of the clients' writes makes on the disk: the cuts fall
-    /// within it, and past it now and then (a cut while idle).
+    /// About how many changes a round of the clients' writes makes on the disk (a first
+    /// guess; then as measured): the cuts fall within it, and past it now and then (a cut
+    /// while idle).
     pub span: u64,
 }
 
@@ -357,22 +419,27 @@ impl Machine<'_> {
 }
 
 /// Stops it as an operator would (SIGTERM), so that the file can be checked by SQLite alone.
-fn stop(server: Server) {
+pub fn stop(server: Server) {
     server.signal("-TERM");
     assert!(server.wait(Duration::from_secs(30)).success(), "coursed stopped cleanly");
 }
 
-/// Single writes from `clients` clients at once, the power cut at a random change each round
-/// (the first round's cut may come while coursed makes its new database).
+/// Single writes from four clients at once, the power cut at a random change each round (the
+/// first round's cut may come while coursed makes its new database).
 pub fn single_writes(machine: &Machine, style: Style, seed: u64, cuts: usize) {
+    rounds(machine, style, seed, cuts, &mut SingleWrites { model: Model::new(), content: style.content() });
+}
+
+/// `cuts` rounds of `workload`'s clients on `machine`, each ended by a power cut and checked
+/// after the restart.
+pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usize, workload: &mut W) {
     let disk = machine.disk;
-    const CLIENTS: u64 = 4;
-    const PER_CLIENT: usize = 40;
     let mut rng = Rng::new(seed);
-    let mut model = Model::new();
+    // The changes a whole round of writes makes: first a guess, then as measured.
+    let mut span = machine.span;
     for round in 0..cuts {
         // Mostly within the clients' writes; now and then past them all (a cut while idle).
-        let at = rng.range(1, machine.span * 11 / 10);
+        let at = rng.range(1, span * 11 / 10);
         if round == 0 && at.is_multiple_of(3) {
             // During the first start: creating the database and its migrations.
             disk.arm(rng.range(1, 200));
@@ -386,7 +453,6 @@ pub fn single_writes(machine: &Machine, style: Style, seed: u64, cuts: usize) {
             continue;
         }
         let server = machine.start();
-        let addr = server.addr.clone();
         let pid = server.child.id() as libc::pid_t;
         // On SQLite, a third of the cuts fall on a checkpoint's steps: its copying of pages
         // into the database file (written only then), and its sync.
@@ -408,26 +474,26 @@ pub fn single_writes(machine: &Machine, style: Style, seed: u64, cuts: usize) {
                 format!("change {at}")
             }
         };
+        let armed_at = disk.counts().changes;
         let stop_writes = AtomicBool::new(false);
         let logs = Mutex::new(Vec::new());
         let surprises = Mutex::new(Vec::new());
+        let shared = Round { addr: &server.addr, stop: &stop_writes, disk, surprises: &surprises };
         std::thread::scope(|scope| {
             let mut clients = Vec::new();
             for c in 0..CLIENTS {
-                let present = model.iter().filter(|(_, s)| s.is_some()).map(|(id, _)| id.clone());
-                let mine: Vec<String> = present.skip(c as usize).step_by(CLIENTS as usize).collect();
-                let logs = &logs;
-                let shared =
-                    Round { addr: &addr, stop: &stop_writes, disk, surprises: &surprises, content: style.content() };
+                let (logs, shared, workload) = (&logs, &shared, &*workload);
                 let rng = Rng::new(rng.next());
                 clients.push(scope.spawn(move || {
-                    let name = format!("r{round} c{c}");
-                    let log = client(&shared, &name, rng, mine, PER_CLIENT);
+                    let log = workload.client(shared, c, &format!("r{round} c{c}"), rng);
                     logs.lock().unwrap().push(log);
                 }));
             }
             // The power goes at the armed change, or after the clients are done.
             while !disk.wait_off(Duration::from_millis(20)) && clients.iter().any(|c| !c.is_finished()) {}
+            if disk.is_on() {
+                span = (disk.counts().changes - armed_at).max(10);
+            }
             stop_writes.store(true, Ordering::SeqCst);
             // The machine stops with the power: no answer leaves it after.
             unsafe { libc::kill(pid, libc::SIGKILL) };
@@ -436,11 +502,10 @@ pub fn single_writes(machine: &Machine, style: Style, seed: u64, cuts: usize) {
         let surprises = surprises.into_inner().unwrap();
         assert!(surprises.is_empty(), "cut {round}: {surprises:?}");
         let logs = logs.into_inner().unwrap();
-        let acked = logs.iter().flatten().filter(|o| o.acked.is_some()).count();
         let counts = disk.counts();
-        eprintln!("cut {round}: at change {at}, after {acked} acknowledged writes; {counts:?}");
+        eprintln!("cut {round}: at {at}, after {} acknowledged writes; {counts:?}", W::acked(&logs));
         let server = machine.start();
-        model = verify(&server, &model, &logs, round, style.content());
+        workload.verify(&server, logs, round);
         stop(server);
         if let Some(database) = &machine.sqlite {
             sqlite_checks(database);

@@ -1,6 +1,7 @@
 //! Power cuts: a file system that forgets what was not synced (`fs`, over `disk`), its own
 //! tests (`fs_tests`), and coursed run on it and cut at many points (`cuts`).
 
+mod atomic;
 mod cuts;
 mod disk;
 mod failures;
@@ -26,16 +27,34 @@ fn sqlite_checkpoints_survive_power_cuts_at_each_of_their_steps() {
 }
 
 #[test]
+fn sqlite_atomic_operations_and_relationship_replaces_are_all_or_nothing_across_power_cuts() {
+    let Some(disk) = PowerCut::mount() else { return };
+    let (seed, n) = cuts::plan(8);
+    cuts::rounds(&sqlite(&disk, &[]), Style::Mixed, seed, n, &mut atomic::Courses::default());
+}
+
+#[test]
 fn postgres_single_writes_from_many_clients_survive_power_cuts() {
+    let (seed, n) = cuts::plan(8);
+    on_postgres(|machine| cuts::single_writes(machine, Style::Mixed, seed, n));
+}
+
+#[test]
+fn postgres_atomic_operations_and_relationship_replaces_are_all_or_nothing_across_power_cuts() {
+    let (seed, n) = cuts::plan(6);
+    on_postgres(|machine| cuts::rounds(machine, Style::Mixed, seed, n, &mut atomic::Courses::default()));
+}
+
+/// Runs `cuts` with coursed on a PostgreSQL cluster whose data directory is on a power-cut disk
+/// (one with names made durable as a journaling file system does, which PostgreSQL relies on).
+fn on_postgres(cuts: impl FnOnce(&cuts::Machine)) {
     let Some(disk) = PowerCut::mount_with(Names::Journaled) else { return };
     let Some(pg) = crate::pg_cluster::Private::init_durable_in(disk.path()) else { return };
+    // initdb ran without syncing (it is set-up, not under test): its files are made durable.
     disk.sync_all();
     pg.restart();
     let database = pg.fresh_database();
-    let (seed, n) = cuts::plan(8);
-    let machine =
-        cuts::Machine { disk: &disk, args: args(&database, &[]), sqlite: None, postgres: Some(&pg), span: 2200 };
-    cuts::single_writes(&machine, Style::Mixed, seed, n);
+    cuts(&cuts::Machine { disk: &disk, args: args(&database, &[]), sqlite: None, postgres: Some(&pg), span: 400 });
 }
 
 fn args(database: &str, more: &[&str]) -> Vec<String> {
