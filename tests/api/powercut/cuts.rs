@@ -85,12 +85,15 @@ pub enum Style {
     /// Subjects of 150 KB, so that checkpoints come every few dozen writes, and every cut on one
     /// of a checkpoint's steps: a write of a page into the database file, or its sync (SQLite).
     Checkpoints,
+    /// Small subjects, a backup scheduled every second, and every cut on a backup's way to the
+    /// disk: a write of its temporary file, or its sync.
+    Backups,
 }
 
 impl Style {
     fn content(self) -> usize {
         match self {
-            Style::Mixed => 500,
+            Style::Mixed | Style::Backups => 500,
             Style::Checkpoints => 150_000,
         }
     }
@@ -374,6 +377,26 @@ pub fn sqlite_checks(database: &str) {
     assert!(counted >= 0);
 }
 
+/// Every scheduled backup in `dir` (a `coursed-*.db`) opens and passes SQLite's checks;
+/// the one being written when the power went is whole under its name or not there at all.
+fn backups_whole(dir: &Path, round: usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("coursed-") && name.ends_with(".db")) {
+            continue;
+        }
+        let db = rusqlite::Connection::open_with_flags(entry.path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap_or_else(|e| panic!("cut {round}: backup {name} does not open: {e}"));
+        let ok: String = db
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap_or_else(|e| panic!("cut {round}: backup {name}: {e}"));
+        assert_eq!(ok, "ok", "cut {round}: backup {name} is damaged");
+        let subjects: i64 = db.query_row("SELECT count(*) FROM subjects", [], |r| r.get(0)).unwrap();
+        assert!(subjects >= 0);
+    }
+}
+
 /// The machine whose power is cut: the disk, coursed's arguments, and what else runs on it.
 pub struct Machine<'a> {
     pub disk: &'a PowerCut,
@@ -382,6 +405,8 @@ pub struct Machine<'a> {
     pub sqlite: Option<String>,
     /// The PostgreSQL cluster whose data directory is on the disk.
     pub postgres: Option<&'a crate::pg_cluster::Private>,
+    /// The folder of scheduled backups, each checked whole after each cut.
+    pub backups: Option<std::path::PathBuf>,
     /// About how many changes a round of the clients' writes makes on the disk (a first
     /// guess; then as measured): the cuts fall within it, and past it now and then (a cut
     /// while idle).
@@ -457,8 +482,12 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
         // On SQLite, a third of the cuts fall on a checkpoint's steps: its copying of pages
         // into the database file (written only then), and its sync.
         let file = machine.sqlite.as_deref().and_then(|f| Some(Path::new(f).file_name()?.to_str()?.to_owned()));
-        let checkpoint = if style == Style::Checkpoints { rng.range(0, 1) } else { rng.range(0, 5) };
-        let at = match (file, checkpoint) {
+        let checkpoint = match style {
+            Style::Checkpoints => rng.range(0, 1),
+            Style::Backups => 2 + rng.range(0, 1),
+            Style::Mixed => rng.range(0, 5),
+        };
+        let mut at = match (file, checkpoint) {
             (Some(file), 0) => {
                 let n = rng.range(1, 1000);
                 disk.arm_on(Op::Write, &file, n);
@@ -468,6 +497,15 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
                 let n = rng.range(1, 3);
                 disk.arm_on(Op::Sync, &file, n);
                 format!("sync {n} of {file}")
+            }
+            (_, 2) => {
+                let n = rng.range(1, 400);
+                disk.arm_on(Op::Write, "*.partial-", n);
+                format!("write {n} of a backup being written")
+            }
+            (_, 3) => {
+                disk.arm_on(Op::Sync, "*.partial-", 1);
+                "the sync of a backup being written".to_owned()
             }
             _ => {
                 disk.arm(at);
@@ -493,14 +531,23 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
             while !disk.wait_off(Duration::from_millis(20)) && clients.iter().any(|c| !c.is_finished()) {}
             if disk.is_on() {
                 span = (disk.counts().changes - armed_at).max(10);
+                if style == Style::Backups {
+                    // The next backup (one a second) comes while idle.
+                    disk.wait_off(Duration::from_millis(2500));
+                }
             }
             stop_writes.store(true, Ordering::SeqCst);
             // The machine stops with the power: no answer leaves it after.
             unsafe { libc::kill(pid, libc::SIGKILL) };
         });
+        let met = !disk.is_on();
         machine.cut(Some(server));
         let surprises = surprises.into_inner().unwrap();
         assert!(surprises.is_empty(), "cut {round}: {surprises:?}");
+        if !met {
+            // Not at the armed moment: after everything.
+            at = format!("{at} (not met: cut while idle)");
+        }
         let logs = logs.into_inner().unwrap();
         let counts = disk.counts();
         eprintln!("cut {round}: at {at}, after {} acknowledged writes; {counts:?}", W::acked(&logs));
@@ -509,6 +556,9 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
         stop(server);
         if let Some(database) = &machine.sqlite {
             sqlite_checks(database);
+        }
+        if let Some(dir) = &machine.backups {
+            backups_whole(dir, round);
         }
     }
     assert!(disk.counts().cuts as usize >= cuts, "every round cut the power");

@@ -121,8 +121,8 @@ impl State {
             return Ok(());
         }
         let name = self.node(ino)?.name.to_string_lossy().into_owned();
-        if let Some((on, suffix, n)) = &mut self.armed_on {
-            if *on == op && name.ends_with(suffix.as_str()) {
+        if let Some((on, pattern, n)) = &mut self.armed_on {
+            if *on == op && matches(&name, pattern) {
                 *n -= 1;
                 if *n == 0 {
                     self.on = false;
@@ -545,6 +545,14 @@ impl Filesystem for PowerCutFs {
     }
 }
 
+/// `name` ends with `pattern`, or holds what follows a leading `*`.
+fn matches(name: &str, pattern: &str) -> bool {
+    match pattern.strip_prefix('*') {
+        Some(inner) => name.contains(inner),
+        None => name.ends_with(pattern),
+    }
+}
+
 fn sync(s: &mut State, off: &Condvar, ino: INodeNo, datasync: bool) -> Result<(), Errno> {
     s.change(off)?;
     s.counts.syncs += 1;
@@ -656,7 +664,8 @@ impl PowerCut {
         s.armed = Some(s.counts.changes + n.max(1));
     }
 
-    /// The power goes off at the `n`-th `op` (n ≥ 1) from now of a file whose name ends with `name`.
+    /// The power goes off at the `n`-th `op` (n ≥ 1) from now of a file whose name ends with
+    /// `name` (or, for `*text`, holds `text`).
     pub fn arm_on(&self, op: Op, name: &str, n: u64) {
         self.shared.lock().armed_on = Some((op, name.to_owned(), n.max(1)));
     }

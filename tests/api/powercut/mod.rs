@@ -34,6 +34,19 @@ fn sqlite_atomic_operations_and_relationship_replaces_are_all_or_nothing_across_
 }
 
 #[test]
+fn sqlite_scheduled_backups_are_whole_or_absent_after_power_cuts() {
+    let Some(disk) = PowerCut::mount() else { return };
+    let dir = disk.path().join("backups");
+    let more = ["--backup-dir", dir.to_str().unwrap(), "--backup-every", "1s", "--backup-keep", "3"];
+    let machine = cuts::Machine { backups: Some(dir.clone()), ..sqlite(&disk, &more) };
+    let (seed, n) = cuts::plan(6);
+    cuts::single_writes(&machine, Style::Backups, seed, n);
+    let names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert!(names.iter().any(|n| n.starts_with("coursed-")), "backups were kept across the cuts: {names:?}");
+}
+
+#[test]
 fn postgres_single_writes_from_many_clients_survive_power_cuts() {
     let (seed, n) = cuts::plan(8);
     on_postgres(|machine| cuts::single_writes(machine, Style::Mixed, seed, n));
@@ -54,7 +67,14 @@ fn on_postgres(cuts: impl FnOnce(&cuts::Machine)) {
     disk.sync_all();
     pg.restart();
     let database = pg.fresh_database();
-    cuts(&cuts::Machine { disk: &disk, args: args(&database, &[]), sqlite: None, postgres: Some(&pg), span: 400 });
+    cuts(&cuts::Machine {
+        disk: &disk,
+        args: args(&database, &[]),
+        sqlite: None,
+        postgres: Some(&pg),
+        backups: None,
+        span: 400,
+    });
 }
 
 fn args(database: &str, more: &[&str]) -> Vec<String> {
@@ -66,7 +86,14 @@ fn args(database: &str, more: &[&str]) -> Vec<String> {
 /// coursed on a SQLite file on `disk`.
 fn sqlite<'a>(disk: &'a PowerCut, more: &[&str]) -> cuts::Machine<'a> {
     let database = disk.path().join("course.db").to_str().unwrap().to_owned();
-    cuts::Machine { disk, args: args(&database, more), sqlite: Some(database), postgres: None, span: 4000 }
+    cuts::Machine {
+        disk,
+        args: args(&database, more),
+        sqlite: Some(database),
+        postgres: None,
+        backups: None,
+        span: 4000,
+    }
 }
 
 /// The check can fail: with `--durability normal` an acknowledged write waits for the next
