@@ -397,6 +397,21 @@ fn backups_whole(dir: &Path, round: usize) {
     }
 }
 
+/// Where a round's cut is aimed.
+#[derive(Clone, Copy)]
+enum Aim {
+    /// The n-th change of any kind.
+    Any,
+    /// The n-th write of a page into the SQLite database file (only checkpoints write it).
+    DatabaseWrite,
+    /// The n-th sync of the SQLite database file (a checkpoint that reached the WAL's end).
+    DatabaseSync,
+    /// The n-th write of a scheduled backup's temporary file.
+    BackupWrite,
+    /// The sync of a scheduled backup's temporary file, before its rename.
+    BackupSync,
+}
+
 /// The machine whose power is cut: the disk, coursed's arguments, and what else runs on it.
 pub struct Machine<'a> {
     pub disk: &'a PowerCut,
@@ -419,13 +434,13 @@ impl Machine<'_> {
     }
 
     /// Starts coursed; after a cut it must start, whatever the disk kept.
-    fn start(&self) -> Server {
+    pub fn start(&self) -> Server {
         Starting::spawn(&self.args()).ready().unwrap_or_else(|e| panic!("coursed did not start after a power cut: {e}"))
     }
 
     /// The power goes (if the armed change has not taken it already): every process on the
     /// machine stops at once, and the disk keeps what was synced. Then the power comes back.
-    fn cut(&self, server: Option<Server>) {
+    pub fn cut(&self, server: Option<Server>) {
         if let Some(mut server) = server {
             let _ = server.child.kill();
             let _ = server.child.wait();
@@ -482,28 +497,30 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
         // On SQLite, a third of the cuts fall on a checkpoint's steps: its copying of pages
         // into the database file (written only then), and its sync.
         let file = machine.sqlite.as_deref().and_then(|f| Some(Path::new(f).file_name()?.to_str()?.to_owned()));
-        let checkpoint = match style {
-            Style::Checkpoints => rng.range(0, 1),
-            Style::Backups => 2 + rng.range(0, 1),
-            Style::Mixed => rng.range(0, 5),
+        let aim = match (style, rng.range(0, 5)) {
+            (Style::Checkpoints, n) => [Aim::DatabaseWrite, Aim::DatabaseSync][n as usize % 2],
+            (Style::Backups, n) => [Aim::BackupWrite, Aim::BackupSync][n as usize % 2],
+            (Style::Mixed, 0) => Aim::DatabaseWrite,
+            (Style::Mixed, 1) => Aim::DatabaseSync,
+            (Style::Mixed, _) => Aim::Any,
         };
-        let mut at = match (file, checkpoint) {
-            (Some(file), 0) => {
+        let mut at = match (aim, file) {
+            (Aim::DatabaseWrite, Some(file)) => {
                 let n = rng.range(1, 1000);
                 disk.arm_on(Op::Write, &file, n);
                 format!("write {n} of {file}")
             }
-            (Some(file), 1) => {
+            (Aim::DatabaseSync, Some(file)) => {
                 let n = rng.range(1, 3);
                 disk.arm_on(Op::Sync, &file, n);
                 format!("sync {n} of {file}")
             }
-            (_, 2) => {
+            (Aim::BackupWrite, _) => {
                 let n = rng.range(1, 400);
                 disk.arm_on(Op::Write, "*.partial-", n);
                 format!("write {n} of a backup being written")
             }
-            (_, 3) => {
+            (Aim::BackupSync, _) => {
                 disk.arm_on(Op::Sync, "*.partial-", 1);
                 "the sync of a backup being written".to_owned()
             }

@@ -7,6 +7,7 @@ mod disk;
 mod failures;
 mod fs;
 mod fs_tests;
+mod import;
 
 pub use fs::{Names, Op, PowerCut};
 
@@ -47,9 +48,23 @@ fn sqlite_scheduled_backups_are_whole_or_absent_after_power_cuts() {
 }
 
 #[test]
+fn sqlite_merges_are_all_or_nothing_across_power_cuts() {
+    let Some(disk) = PowerCut::mount() else { return };
+    let machine = cuts::Machine { span: 3000, ..sqlite(&disk, &[]) };
+    let (seed, n) = cuts::plan(6);
+    import::merges(&machine, machine.sqlite.as_deref().unwrap(), seed, n);
+}
+
+#[test]
 fn postgres_single_writes_from_many_clients_survive_power_cuts() {
     let (seed, n) = cuts::plan(8);
     on_postgres(|machine| cuts::single_writes(machine, Style::Mixed, seed, n));
+}
+
+#[test]
+fn postgres_merges_are_all_or_nothing_across_power_cuts() {
+    let (seed, n) = cuts::plan(4);
+    on_postgres(|machine| import::merges(machine, &machine.args[1], seed, n));
 }
 
 #[test]
