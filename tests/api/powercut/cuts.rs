@@ -429,7 +429,7 @@ pub struct Machine<'a> {
 }
 
 impl Machine<'_> {
-    fn args(&self) -> Vec<&str> {
+    pub fn args(&self) -> Vec<&str> {
         self.args.iter().map(String::as_str).collect()
     }
 

@@ -8,6 +8,7 @@ mod failures;
 mod fs;
 mod fs_tests;
 mod import;
+mod migration;
 
 pub use fs::{Names, Op, PowerCut};
 
@@ -53,6 +54,14 @@ fn sqlite_merges_are_all_or_nothing_across_power_cuts() {
     let machine = cuts::Machine { span: 3000, ..sqlite(&disk, &[]) };
     let (seed, n) = cuts::plan(6);
     import::merges(&machine, machine.sqlite.as_deref().unwrap(), seed, n);
+}
+
+#[test]
+fn sqlite_a_migration_cut_by_the_power_is_undone_whole_and_finished_at_the_next_start() {
+    let Some(disk) = PowerCut::mount() else { return };
+    let machine = cuts::Machine { span: 3000, ..sqlite(&disk, &[]) };
+    let (seed, n) = cuts::plan(6);
+    migration::first_starts(&machine, seed, n);
 }
 
 #[test]

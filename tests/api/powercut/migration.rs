@@ -1,0 +1,128 @@
+//! A new version's first start cut by the power while it migrates an old database: the file is
+//! then the old version or the new one, never between, and the next start finishes the job.
+//!
+//! The old database is made from a new one: migrations 6 to 8 (the history, webhooks and
+//! following) only create tables, views, indexes and triggers, so dropping what they create
+//! and setting `user_version` back to 5 gives the file as version 5 left it. Migration 6 then
+//! records a `create` revision for every resource, the heaviest of them.
+
+use std::process::{Command, Stdio};
+
+use super::cuts::{all, feed_replays_to, sqlite_checks, stop, Machine, Rng};
+use crate::process::Starting;
+
+const OLD: i64 = 5;
+const NEW: i64 = 8;
+const LATER: [&str; 3] = [
+    include_str!("../../../migrations/sqlite/0006-history.sql"),
+    include_str!("../../../migrations/sqlite/0007-webhooks.sql"),
+    include_str!("../../../migrations/sqlite/0008-follow.sql"),
+];
+
+/// The names of what a migration's SQL creates, as `(kind, name)`.
+fn created(sql: &str) -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for line in sql.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let kind = match words.as_slice() {
+            ["CREATE", "TABLE", ..] => "TABLE",
+            ["CREATE", "VIEW", ..] => "VIEW",
+            ["CREATE", "TRIGGER", ..] => "TRIGGER",
+            ["CREATE", "INDEX", ..] | ["CREATE", "UNIQUE", "INDEX", ..] => "INDEX",
+            _ => continue,
+        };
+        let at = words.iter().position(|w| *w == kind).unwrap() + 1;
+        let name = words[at..].iter().find(|w| !["IF", "NOT", "EXISTS"].contains(w)).unwrap();
+        found.push((kind.to_owned(), name.trim_end_matches('(').to_owned()));
+    }
+    found
+}
+
+/// Turns a database of this version into the one version 5 left.
+fn to_version_5(database: &str) {
+    let db = rusqlite::Connection::open(database).unwrap();
+    assert_eq!(db.query_row("PRAGMA user_version", [], |r| r.get::<_, i64>(0)).unwrap(), NEW, "update OLD/NEW");
+    for (kind, name) in LATER.iter().rev().flat_map(|sql| created(sql).into_iter().rev()) {
+        if kind != "INDEX" {
+            db.execute_batch(&format!("DROP {kind} IF EXISTS {name}")).unwrap();
+        }
+    }
+    db.execute_batch(&format!("PRAGMA user_version = {OLD}; VACUUM")).unwrap();
+    let left: i64 = db
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name IN ('revisions', 'coursed_webhooks', 'coursed_feed')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(left, 0);
+}
+
+fn version(database: &str) -> i64 {
+    let db = rusqlite::Connection::open(database).unwrap();
+    db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap()
+}
+
+/// `cuts` first starts on a copy of the same version-5 database, each cut at a random change.
+pub fn first_starts(machine: &Machine, seed: u64, cuts: usize) {
+    let disk = machine.disk;
+    let database = machine.sqlite.as_deref().expect("a SQLite machine");
+    let scratch = tempfile::tempdir().unwrap();
+    let old = scratch.path().join("old.db");
+    let old = old.to_str().unwrap();
+    let generate = ["generate", "--database", old, "--modules", "10", "--subjects-per-module", "40"];
+    let done = Command::new(env!("CARGO_BIN_EXE_coursed")).args(generate).stdout(Stdio::null()).output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    to_version_5(old);
+    let mut rng = Rng::new(seed);
+    let mut span = machine.span;
+    let (mut old_left, mut new_found) = (0, 0);
+    for round in 0..cuts {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{database}{suffix}"));
+        }
+        std::fs::copy(old, database).unwrap();
+        disk.sync_all();
+        let at = rng.range(1, span * 11 / 10);
+        let armed_at = disk.counts().changes;
+        disk.arm(at);
+        let starting = Starting::spawn(&machine.args()).ready();
+        if disk.is_on() {
+            span = (disk.counts().changes - armed_at).max(10);
+        }
+        let met = !disk.is_on();
+        match starting {
+            Ok(server) => machine.cut(Some(server)),
+            Err(e) => {
+                assert!(met, "cut {round}: coursed failed to start with the power on: {e}");
+                machine.cut(None);
+            }
+        }
+        let found = version(database);
+        eprintln!(
+            "cut {round}: at change {at}{}: version {found}",
+            if met { "" } else { " (not met: after the start)" }
+        );
+        assert!(
+            found == OLD || found == NEW,
+            "cut {round}: the database is at version {found}, between {OLD} and {NEW}"
+        );
+        if found == OLD {
+            old_left += 1;
+        } else {
+            new_found += 1;
+        }
+        let server = machine.start();
+        assert_eq!(version(database), NEW, "the next start finishes the migration");
+        let subjects = all(&server, "subjects", "title");
+        assert_eq!(subjects.len(), 400, "cut {round}: every subject is still there");
+        let titles = subjects
+            .iter()
+            .map(|s| (s["id"].as_str().unwrap().to_owned(), s["attributes"]["title"].as_str().unwrap().to_owned()))
+            .collect();
+        feed_replays_to(&server, &titles, round);
+        stop(server);
+        sqlite_checks(database);
+    }
+    eprintln!("{old_left} cuts left version {OLD}, {new_found} found version {NEW}");
+}
