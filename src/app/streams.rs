@@ -134,7 +134,7 @@ async fn run(
         true
     };
     let mut head = loop {
-        match db.read(|t| Ok(history::head(t)?)).await {
+        match db.read(|t| Ok(history::published(t)?)).await {
             Ok(head) => break head,
             Err(e) => log::debug!("the change stream cannot read the feed now: {e}"),
         }

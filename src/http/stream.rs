@@ -85,7 +85,7 @@ pub async fn stream(app: &Arc<App>, req: Req) -> Result<Response> {
         }
         None => {
             app.db.sync_feed().await?;
-            app.db.read(|t| Ok(history::head(t)?)).await?
+            app.db.read(|t| Ok(history::published(t)?)).await?
         }
     };
     let (out, chunks) = mpsc::channel::<Bytes>(QUEUED);

@@ -171,7 +171,12 @@ impl Db {
     /// it off the async threads.
     pub fn open(opts: &Options) -> std::result::Result<Db, String> {
         let statements = opts.count_statements.then(tx::Statements::default);
-        let shared = Arc::new(Shared { pages: PageIndex::default(), tags: Default::default(), statements });
+        let shared = Arc::new(Shared {
+            pages: PageIndex::default(),
+            unflushed: Default::default(),
+            tags: Default::default(),
+            statements,
+        });
         let engine = if opts.is_postgres() {
             Engine::Postgres(postgres::Postgres::open(opts, shared.clone())?)
         } else {

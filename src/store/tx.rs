@@ -76,6 +76,11 @@ pub trait Tx {
     fn pages(&self) -> &PageIndex;
     /// The tags of revalidated documents, shared by the database's connections.
     fn tags(&self) -> &Tags;
+    /// The feed's head before the oldest commit that readers may see and that is not yet on
+    /// the disk, when there is one (see [`Unflushed`]).
+    fn unflushed_from(&self) -> Option<i64> {
+        None
+    }
     /// Inside a read snapshot: a mark of the database's state that any commit (by any
     /// connection or process) changes, so that what was read under an equal mark is still
     /// current. `None` where the engine has no cheap one (PostgreSQL).
@@ -177,6 +182,8 @@ pub fn guarded<T>(f: impl FnOnce() -> crate::error::Result<T>) -> crate::error::
 #[derive(Default)]
 pub struct Shared {
     pub pages: PageIndex,
+    /// What this process committed and has not yet synced (see [`Unflushed`]).
+    pub unflushed: Unflushed,
     /// Tags of revalidated documents (see [`Tags`]).
     pub tags: Tags,
     pub statements: Option<Statements>,
@@ -192,6 +199,42 @@ impl Shared {
                 latest.pop_front();
             }
             latest.push_back((sql.to_owned(), params.to_vec()));
+        }
+    }
+}
+
+/// The groups of writes that this process committed but has not yet synced, for an engine
+/// that lets others read a commit before it is synced (SQLite under `--durability full`: the
+/// writer commits and its flushing thread syncs behind it). Readers of the change feed (the
+/// revisions, the live stream, webhooks, followers) are served only up to the feed's head
+/// before the oldest of them: a power cut in that window may take those revisions back, and
+/// whoever was told of one would hold a cursor ahead of the feed, or a revision the feed then
+/// gives another place. Commits of other processes are theirs to sync; they are served as soon
+/// as they are seen.
+#[derive(Debug, Default)]
+pub struct Unflushed(std::sync::Mutex<std::collections::VecDeque<(u64, i64)>>);
+
+impl Unflushed {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::VecDeque<(u64, i64)>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The feed's head before the oldest group not yet synced, if any is.
+    pub fn cap(&self) -> Option<i64> {
+        self.lock().front().map(|(_, before)| *before)
+    }
+
+    /// Group `group` (numbered in commit order) is about to commit after the feed's head
+    /// `before`: called before its commit, so that no reader is served its revisions early.
+    pub fn committing(&self, group: u64, before: i64) {
+        self.lock().push_back((group, before));
+    }
+
+    /// Every group up to `group` is on the disk.
+    pub fn synced(&self, group: u64) {
+        let mut pending = self.lock();
+        while pending.front().is_some_and(|(g, _)| *g <= group) {
+            pending.pop_front();
         }
     }
 }

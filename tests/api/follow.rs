@@ -6,7 +6,7 @@
 //! killed on the way.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::{on_both, one, TestApp, TOKEN};
-use crate::process::{Server, Starting};
+use crate::process::{Relay, Server, Starting};
 use coursed::bundle::Contents;
 
 /// The server of `t` on port 0, and its stop.
@@ -526,74 +526,6 @@ async fn deltas_carried_by_hand_apply_once_and_in_order() {
         .write("POST", "/v1/modules", json!({"data": {"type": "modules", "attributes": {"title": "x"}}}))
         .await
         .assert_status(201);
-}
-
-/// A TCP relay in front of the district: the school's upstream address, which stays the same
-/// while the district behind it is killed and started again on another port, and which cuts
-/// every connection (and refuses new ones) while `cut` is set: a lost network.
-struct Relay {
-    port: u16,
-    to: Arc<Mutex<String>>,
-    cut: Arc<AtomicBool>,
-    /// Bumped to close every connection open.
-    epoch: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl Relay {
-    fn start(to: &str) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let relay = Relay { port, to: Arc::new(Mutex::new(to.to_owned())), cut: Arc::default(), epoch: Arc::default() };
-        let (to, cut, epoch) = (relay.to.clone(), relay.cut.clone(), relay.epoch.clone());
-        std::thread::spawn(move || {
-            for conn in listener.incoming() {
-                let Ok(client) = conn else { continue };
-                if cut.load(Ordering::SeqCst) {
-                    continue;
-                }
-                let target = to.lock().unwrap().clone();
-                let Ok(server) = TcpStream::connect(&target) else { continue };
-                let mine = epoch.load(Ordering::SeqCst);
-                for (mut from, mut into) in
-                    [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
-                {
-                    let (cut, epoch) = (cut.clone(), epoch.clone());
-                    from.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-                    std::thread::spawn(move || {
-                        let mut buf = [0u8; 16 << 10];
-                        loop {
-                            if cut.load(Ordering::SeqCst) || epoch.load(Ordering::SeqCst) != mine {
-                                break;
-                            }
-                            match from.read(&mut buf) {
-                                Ok(0) => break,
-                                Ok(n) => {
-                                    if into.write_all(&buf[..n]).is_err() {
-                                        break;
-                                    }
-                                }
-                                Err(e)
-                                    if matches!(
-                                        e.kind(),
-                                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                                    ) => {}
-                                Err(_) => break,
-                            }
-                        }
-                        let _ = from.shutdown(std::net::Shutdown::Both);
-                        let _ = into.shutdown(std::net::Shutdown::Both);
-                    });
-                }
-            }
-        });
-        relay
-    }
-
-    /// Sends what comes next to `to`, closing what is open.
-    fn point_to(&self, to: &str) {
-        *self.to.lock().unwrap() = to.to_owned();
-        self.epoch.fetch_add(1, Ordering::SeqCst);
-    }
 }
 
 /// One request that may fail (the district may be down): the status, or `None`.

@@ -2,10 +2,11 @@
 //! called over plain HTTP/1.1, signalled, and killed when dropped.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -226,4 +227,72 @@ pub fn db_path(dir: &Path) -> String {
 
 pub fn new_subject(title: &str) -> Value {
     json!({"data": {"type": "subjects", "attributes": {"title": title, "content": "x".repeat(2000)}}})
+}
+
+/// A TCP relay in front of a server (a district): an address that stays the same while the
+/// server behind it is killed and started again on another port (a school's upstream), and which cuts
+/// every connection (and refuses new ones) while `cut` is set: a lost network.
+pub struct Relay {
+    pub port: u16,
+    to: Arc<Mutex<String>>,
+    pub cut: Arc<AtomicBool>,
+    /// Bumped to close every connection open.
+    epoch: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Relay {
+    pub fn start(to: &str) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let relay = Relay { port, to: Arc::new(Mutex::new(to.to_owned())), cut: Arc::default(), epoch: Arc::default() };
+        let (to, cut, epoch) = (relay.to.clone(), relay.cut.clone(), relay.epoch.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(client) = conn else { continue };
+                if cut.load(Ordering::SeqCst) {
+                    continue;
+                }
+                let target = to.lock().unwrap().clone();
+                let Ok(server) = TcpStream::connect(&target) else { continue };
+                let mine = epoch.load(Ordering::SeqCst);
+                for (mut from, mut into) in
+                    [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)]
+                {
+                    let (cut, epoch) = (cut.clone(), epoch.clone());
+                    from.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 16 << 10];
+                        loop {
+                            if cut.load(Ordering::SeqCst) || epoch.load(Ordering::SeqCst) != mine {
+                                break;
+                            }
+                            match from.read(&mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => {
+                                    if into.write_all(&buf[..n]).is_err() {
+                                        break;
+                                    }
+                                }
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => break,
+                            }
+                        }
+                        let _ = from.shutdown(std::net::Shutdown::Both);
+                        let _ = into.shutdown(std::net::Shutdown::Both);
+                    });
+                }
+            }
+        });
+        relay
+    }
+
+    /// Sends what comes next to `to`, closing what is open.
+    pub fn point_to(&self, to: &str) {
+        *self.to.lock().unwrap() = to.to_owned();
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+    }
 }

@@ -202,11 +202,11 @@ const FEED_CHUNK: i64 = 64;
 /// `types` (every type when empty), read in one snapshot.
 pub fn feed(tx: &mut dyn Tx, after: i64, size: usize, types: &[&ResourceType]) -> crate::error::Result<FeedPage> {
     super::tx::snapshot(tx, |tx| {
-        let head = head(tx)?;
+        let head = published(tx)?;
         if after < floor(tx)? {
             return Ok(FeedPage { revisions: Vec::new(), next: after, head, pruned: true });
         }
-        let window = if types.is_empty() { i64::MAX } else { after.saturating_add(FEED_SCAN).min(head) };
+        let window = if types.is_empty() { head } else { after.saturating_add(FEED_SCAN).min(head) };
         let mut filter = String::new();
         if !types.is_empty() {
             filter = format!(" AND {}", tx.dialect().in_ids("resource_type"));
@@ -273,6 +273,13 @@ pub fn read_after(tx: &mut dyn Tx, after: i64, until: i64, each: &mut dyn FnMut(
 /// The place of the newest revision in the feed (0 when there is none).
 pub fn head(tx: &mut dyn Tx) -> Result<i64, DbError> {
     Ok(tx.first("SELECT head FROM history_bounds", &[])?.and_then(|v| v.cell().as_i64()).unwrap_or(0))
+}
+
+/// The feed's head as its readers are served it: [`head`], or less while the newest revisions
+/// are committed but not yet on the disk (see `tx::Unflushed`).
+pub fn published(tx: &mut dyn Tx) -> Result<i64, DbError> {
+    let head = head(tx)?;
+    Ok(tx.unflushed_from().map_or(head, |before| head.min(before)))
 }
 
 /// The place before the oldest revision kept: the feed begins after it.

@@ -86,6 +86,10 @@ impl Tx for SqliteTx<'_> {
         &self.shared.pages
     }
 
+    fn unflushed_from(&self) -> Option<i64> {
+        self.shared.unflushed.cap()
+    }
+
     fn tags(&self) -> &Tags {
         &self.shared.tags
     }

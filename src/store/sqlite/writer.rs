@@ -33,6 +33,8 @@ const MAX_GROUP: usize = 512;
 struct Committed {
     delivers: Vec<Deliver>,
     outcome: Result<()>,
+    /// The group's number in commit order, when readers are kept from it until it is synced.
+    group: Option<u64>,
 }
 
 /// The writer thread: group commit, one savepoint per write. With `wal`, answers go through the
@@ -48,24 +50,33 @@ pub fn write_loop(
     failed: &Arc<Failed>,
 ) {
     std::thread::scope(|scope| {
-        let flusher = wal.map(|wal| {
+        let flusher = wal.map(|mut wal| {
+            // What the WAL holds at start (a process before this one may have committed without
+            // syncing, then died) is synced before readers of the feed are served it.
+            match wal.flush() {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => failed.set(format!("the disk failed to sync {} ({e})", wal.path.display())),
+            }
             let (to_flush, committed) = mpsc::channel::<Committed>();
             let thread = std::thread::Builder::new()
                 .name("coursed-flush".into())
-                .spawn_scoped(scope, move || flush_loop(wal, committed, failed));
+                .spawn_scoped(scope, move || flush_loop(wal, committed, shared, failed));
             (to_flush, thread)
         });
         let (to_flush, thread) = match flusher {
             Some((tx, Ok(thread))) => (Some(tx), Some(thread)),
             Some((_, Err(e))) => {
-                // No thread to flush on: commit with a flush of its own instead.
+                // No thread to flush on: commit with a flush of its own instead (every commit
+                // is then on the disk before anyone reads it).
                 log::warn!("cannot start the flushing thread ({e}); commits flush inline");
                 let _ = conn.pragma_update(None, "synchronous", "FULL");
                 (None, None)
             }
             None => (None, None),
         };
-        group_loop(conn, target, shared, queue, failed, |c| match &to_flush {
+        let publish = to_flush.is_some();
+        group_loop(conn, target, shared, queue, failed, publish, |c| match &to_flush {
             Some(tx) => {
                 if let Err(mpsc::SendError(c)) = tx.send(c) {
                     deliver(c.delivers, Err(Error::internal("the flushing thread stopped")));
@@ -88,6 +99,7 @@ fn group_loop(
     shared: &Shared,
     queue: mpsc::Receiver<Job>,
     failed: &Arc<Failed>,
+    publish: bool,
     finish: impl Fn(Committed),
 ) {
     let indexing =
@@ -95,6 +107,8 @@ fn group_loop(
     let mut checkpoints = Checkpoints::start(&conn, target, failed);
     // What the connection's `history_context` holds (see `history_context`).
     let mut held: Option<WriteContext> = None;
+    // Groups committed, for readers of the feed to be kept from those not yet synced.
+    let mut groups = 0u64;
     while let Ok(first) = queue.recv() {
         let mut group = VecDeque::from([first]);
         while group.len() < MAX_GROUP {
@@ -111,7 +125,11 @@ fn group_loop(
         }
         let mut delivers = Vec::with_capacity(group.len());
         let (size, started) = (group.len(), std::time::Instant::now());
-        let outcome = run_group(&mut conn, shared, indexing.as_ref(), &mut held, &mut group, &mut delivers)
+        let number = publish.then(|| {
+            groups += 1;
+            groups
+        });
+        let outcome = run_group(&mut conn, shared, indexing.as_ref(), &mut held, &mut group, &mut delivers, number)
             .map_err(|e| Error::from(db_error(e)));
         if outcome.is_err() {
             // Rolled back with the group.
@@ -120,7 +138,7 @@ fn group_loop(
         log::trace!("committed a group of {size} writes in {} µs", started.elapsed().as_micros());
         // Writes left unrun because the group failed get the group's error.
         delivers.extend(group.into_iter().map(|job| (job.run)(None).1));
-        finish(Committed { delivers, outcome });
+        finish(Committed { delivers, outcome, group: number });
         // After the group is on its way: a checkpoint on the writer overlaps the group's flush.
         if let Some(c) = checkpoints.as_mut().filter(|_| failed.get().is_none()) {
             c.committed(&conn, failed);
@@ -147,8 +165,9 @@ fn deliver(delivers: Vec<Deliver>, outcome: Result<()>) {
     }
 }
 
-/// Flushes the WAL behind the writer and answers the groups it made durable.
-fn flush_loop(mut wal: WalFile, committed: mpsc::Receiver<Committed>, failed: &Failed) {
+/// Flushes the WAL behind the writer and answers the groups it made durable, after telling
+/// the feed's readers how far it is on the disk.
+fn flush_loop(mut wal: WalFile, committed: mpsc::Receiver<Committed>, shared: &Shared, failed: &Failed) {
     while let Ok(first) = committed.recv() {
         let mut batch = vec![first];
         batch.extend(committed.try_iter());
@@ -161,6 +180,13 @@ fn flush_loop(mut wal: WalFile, committed: mpsc::Receiver<Committed>, failed: &F
                 failed.set(format!("the disk failed to sync {} ({e})", wal.path.display()));
             }
             log::trace!("flushed {} groups in {} µs", batch.len(), started.elapsed().as_micros());
+        }
+        // On the disk (or rolled back, with nothing to sync): readers of the feed may be served
+        // them, before their writers are answered. Never after a failed sync.
+        if failed.get().is_none() {
+            if let Some(group) = batch.iter().filter_map(|c| c.group).max() {
+                shared.unflushed.synced(group);
+            }
         }
         for c in batch {
             // Committed, but not known to be on the disk: neither done nor undone.
@@ -209,8 +235,15 @@ fn run_group(
     held: &mut Option<WriteContext>,
     group: &mut VecDeque<Job>,
     delivers: &mut Vec<Deliver>,
+    number: Option<u64>,
 ) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if let Some(number) = number {
+        // Before anything of the group can be read: the feed's head it starts after (one step
+        // down an index), which readers are served up to until the group is synced.
+        let before = tx.prepare_cached("SELECT coalesce(max(seq), 0) FROM revisions")?.query_row([], |r| r.get(0))?;
+        shared.unflushed.committing(number, before);
+    }
     let started = std::time::Instant::now();
     // Prepared once per connection, unlike rusqlite's `Savepoint`, which parses each time.
     let run = |sql: &str| tx.prepare_cached(sql).and_then(|mut st| st.execute([])).map(drop);

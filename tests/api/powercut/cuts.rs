@@ -188,6 +188,8 @@ impl Round<'_> {
 pub trait Workload: Sync {
     /// What one client did in a round.
     type Log: Send;
+    /// coursed started (before the clients write, and again after the cut).
+    fn started(&self, _server: &Server) {}
     /// Client `c`'s writes in a round, until the power goes (`round.stopped()`) or it is done.
     fn client(&self, round: &Round, c: usize, name: &str, rng: Rng) -> Self::Log;
     /// After the restart on what the disk kept: checks it against what was acknowledged, and
@@ -200,9 +202,16 @@ pub trait Workload: Sync {
 pub const CLIENTS: usize = 4;
 
 /// Creates, updates and deletes of subjects, one at a time, from each client.
+#[derive(Default)]
 pub struct SingleWrites {
     model: Model,
     content: usize,
+}
+
+impl SingleWrites {
+    pub fn new(style: Style) -> SingleWrites {
+        SingleWrites { model: Model::new(), content: style.content() }
+    }
 }
 
 impl Workload for SingleWrites {
@@ -297,7 +306,7 @@ fn listed(server: &Server, content_len: usize) -> BTreeMap<String, String> {
 
 /// The change feed read from its start: gapless (consecutive places), and replayed it gives
 /// the subjects the API lists (no revision lost or left over for any row).
-pub fn feed_replays_to(server: &Server, listed: &BTreeMap<String, String>, round: usize) {
+pub fn feed_replays_to(server: &Server, listed: &BTreeMap<String, String>, round: usize) -> u64 {
     let mut replayed: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut path = "/v1/revisions?page[size]=1000".to_owned();
     let mut last = 0u64;
@@ -332,6 +341,7 @@ pub fn feed_replays_to(server: &Server, listed: &BTreeMap<String, String>, round
     }
     let replayed: BTreeMap<String, String> = replayed.into_iter().filter_map(|(id, t)| Some((id, t?))).collect();
     assert_eq!(&replayed, listed, "cut {round}: the feed replayed is the catalogue");
+    last
 }
 
 /// Checks what survived against what may have; returns the model as it now is.
@@ -406,6 +416,8 @@ enum Aim {
     DatabaseWrite,
     /// The n-th sync of the SQLite database file (a checkpoint that reached the WAL's end).
     DatabaseSync,
+    /// The n-th sync of the SQLite WAL: a group committed, and cut before it is on the disk.
+    WalSync,
     /// The n-th write of a scheduled backup's temporary file.
     BackupWrite,
     /// The sync of a scheduled backup's temporary file, before its rename.
@@ -441,6 +453,9 @@ impl Machine<'_> {
     /// The power goes (if the armed change has not taken it already): every process on the
     /// machine stops at once, and the disk keeps what was synced. Then the power comes back.
     pub fn cut(&self, server: Option<Server>) {
+        // The power first: a process waiting on the disk (a held sync) cannot die before the
+        // disk answers it.
+        self.disk.power_off();
         if let Some(mut server) = server {
             let _ = server.child.kill();
             let _ = server.child.wait();
@@ -467,7 +482,7 @@ pub fn stop(server: Server) {
 /// Single writes from four clients at once, the power cut at a random change each round (the
 /// first round's cut may come while coursed makes its new database).
 pub fn single_writes(machine: &Machine, style: Style, seed: u64, cuts: usize) {
-    rounds(machine, style, seed, cuts, &mut SingleWrites { model: Model::new(), content: style.content() });
+    rounds(machine, style, seed, cuts, &mut SingleWrites::new(style));
 }
 
 /// `cuts` rounds of `workload`'s clients on `machine`, each ended by a power cut and checked
@@ -493,6 +508,7 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
             continue;
         }
         let server = machine.start();
+        workload.started(&server);
         let pid = server.child.id() as libc::pid_t;
         // On SQLite, a third of the cuts fall on a checkpoint's steps: its copying of pages
         // into the database file (written only then), and its sync.
@@ -502,6 +518,7 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
             (Style::Backups, n) => [Aim::BackupWrite, Aim::BackupSync][n as usize % 2],
             (Style::Mixed, 0) => Aim::DatabaseWrite,
             (Style::Mixed, 1) => Aim::DatabaseSync,
+            (Style::Mixed, 2) => Aim::WalSync,
             (Style::Mixed, _) => Aim::Any,
         };
         let mut at = match (aim, file) {
@@ -514,6 +531,11 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
                 let n = rng.range(1, 3);
                 disk.arm_on(Op::Sync, &file, n);
                 format!("sync {n} of {file}")
+            }
+            (Aim::WalSync, Some(file)) => {
+                let n = rng.range(1, 150);
+                disk.arm_on(Op::Sync, &format!("{file}-wal"), n);
+                format!("sync {n} of {file}-wal")
             }
             (Aim::BackupWrite, _) => {
                 let n = rng.range(1, 400);
@@ -569,6 +591,7 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
         let counts = disk.counts();
         eprintln!("cut {round}: at {at}, after {} acknowledged writes; {counts:?}", W::acked(&logs));
         let server = machine.start();
+        workload.started(&server);
         workload.verify(&server, logs, round);
         stop(server);
         if let Some(database) = &machine.sqlite {

@@ -70,6 +70,10 @@ struct State {
     armed: Option<u64>,
     /// Or at the n-th write (or sync) of a file whose name ends so: (op, name, n).
     armed_on: Option<(Op, String, u64)>,
+    /// The next sync of a file whose name ends so waits until released (or the power goes).
+    hold: Option<String>,
+    /// A sync is waiting.
+    holding: bool,
     counts: Counts,
     faults: Vec<Fault>,
 }
@@ -77,6 +81,8 @@ struct State {
 struct Shared {
     state: Mutex<State>,
     off: Condvar,
+    /// How long each sync takes (µs), as on a disk that writes its cache out: 0 by default.
+    sync_micros: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
@@ -480,7 +486,30 @@ impl Filesystem for PowerCutFs {
     }
 
     fn fsync(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, datasync: bool, reply: ReplyEmpty) {
-        self.empty(reply, |s, off| sync(s, off, ino, datasync));
+        let micros = self.shared.sync_micros.load(std::sync::atomic::Ordering::Relaxed);
+        if micros > 0 {
+            // Outside the lock: the disk is busy, the file system is not.
+            std::thread::sleep(Duration::from_micros(micros));
+        }
+        let mut s = self.shared.lock();
+        let held =
+            s.hold.as_deref().is_some_and(|name| s.node(ino).is_ok_and(|n| matches(&n.name.to_string_lossy(), name)));
+        if held {
+            // Waits (the lock let go, so that the other thread serves everyone else) until
+            // released, or until the power goes.
+            s.hold = None;
+            s.holding = true;
+            let cuts = s.counts.cuts;
+            self.shared.off.notify_all();
+            s = self.shared.off.wait_while(s, |s| s.holding && s.on).unwrap_or_else(|p| p.into_inner());
+            s.holding = false;
+            if s.counts.cuts != cuts {
+                // The power went while it waited: it never reached the disk.
+                return reply.error(Errno::EIO);
+            }
+        }
+        let result = sync(&mut s, &self.shared.off, ino, datasync);
+        answer!(reply, result, |_v| reply.ok());
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
@@ -637,10 +666,13 @@ impl PowerCut {
             on: true,
             armed: None,
             armed_on: None,
+            hold: None,
+            holding: false,
             counts: Counts::default(),
             faults: Vec::new(),
         };
-        let shared = Arc::new(Shared { state: Mutex::new(state), off: Condvar::new() });
+        let shared =
+            Arc::new(Shared { state: Mutex::new(state), off: Condvar::new(), sync_micros: Default::default() });
         let mut config = fuser::Config::default();
         config.mount_options = vec![
             fuser::MountOption::FSName("coursed-powercut".into()),
@@ -670,6 +702,19 @@ impl PowerCut {
         self.shared.lock().armed_on = Some((op, name.to_owned(), n.max(1)));
     }
 
+    /// The next sync of a file whose name ends with `name` waits, as a slow disk would, until
+    /// the power goes.
+    pub fn hold_next_sync(&self, name: &str) {
+        self.shared.lock().hold = Some(name.to_owned());
+    }
+
+    /// Waits until a sync is held, at most `limit`; true when one is.
+    pub fn wait_held(&self, limit: Duration) -> bool {
+        let s = self.shared.lock();
+        let (s, _) = self.shared.off.wait_timeout_while(s, limit, |s| !s.holding).unwrap_or_else(|p| p.into_inner());
+        s.holding
+    }
+
     /// Waits until the power went off (armed or cut), at most `limit`; true when it did.
     pub fn wait_off(&self, limit: Duration) -> bool {
         let s = self.shared.lock();
@@ -681,6 +726,13 @@ impl PowerCut {
         self.shared.lock().on
     }
 
+    /// The power goes off now: every request fails from here on, and nothing more reaches the
+    /// disk (a held sync among them), until [`PowerCut::cut`] turns it back on.
+    pub fn power_off(&self) {
+        self.shared.lock().on = false;
+        self.shared.off.notify_all();
+    }
+
     /// The power goes off (if it has not already), everything not synced is forgotten, and the
     /// power comes back. Kill what ran on it first: a process still running when the power
     /// comes back would write on as if nothing had happened.
@@ -689,6 +741,8 @@ impl PowerCut {
         s.on = false;
         s.armed = None;
         s.armed_on = None;
+        s.hold = None;
+        s.holding = false;
         s.faults.clear();
         for node in s.nodes.iter_mut().flatten() {
             node.cut();
@@ -710,6 +764,12 @@ impl PowerCut {
     /// The next `times` writes (or syncs) of files whose name ends with `name` fail with `errno`.
     pub fn fail(&self, op: Op, name: &str, errno: i32, times: u32) {
         self.shared.lock().faults.push(Fault { op, name: name.to_owned(), errno, times });
+    }
+
+    /// Each file sync takes `d` from now on, as on a real disk (a commit's window between being
+    /// readable and being on the disk widens with it).
+    pub fn slow_syncs(&self, d: Duration) {
+        self.shared.sync_micros.store(d.as_micros() as u64, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn counts(&self) -> Counts {

@@ -5,6 +5,7 @@ mod atomic;
 mod cuts;
 mod disk;
 mod failures;
+mod feed;
 mod fs;
 mod fs_tests;
 mod import;
@@ -62,6 +63,27 @@ fn sqlite_a_migration_cut_by_the_power_is_undone_whole_and_finished_at_the_next_
     let machine = cuts::Machine { span: 3000, ..sqlite(&disk, &[]) };
     let (seed, n) = cuts::plan(6);
     migration::first_starts(&machine, seed, n);
+}
+
+#[test]
+fn sqlite_no_reader_of_the_feed_is_told_of_a_revision_a_power_cut_takes_back() {
+    let Some(disk) = PowerCut::mount() else { return };
+    let school = tempfile::tempdir().unwrap();
+    let school = school.path().join("school.db");
+    let machine = sqlite(&disk, &[]);
+    let mut followed = feed::Followed::new(machine.sqlite.as_deref().unwrap(), school.to_str().unwrap());
+    disk.sync_all();
+    // Syncs as slow as a disk's: the window in which a commit is readable and not yet on the
+    // disk is then as wide as it is in use.
+    disk.slow_syncs(std::time::Duration::from_millis(3));
+    let (seed, n) = cuts::plan(6);
+    cuts::rounds(&machine, Style::Mixed, seed, n, &mut followed);
+}
+
+#[test]
+fn sqlite_a_revision_reaches_the_feed_only_once_it_is_on_the_disk() {
+    let Some(disk) = PowerCut::mount() else { return };
+    feed::served_only_once_on_the_disk(&sqlite(&disk, &[]));
 }
 
 #[test]
