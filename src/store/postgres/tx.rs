@@ -104,7 +104,10 @@ impl<'c> PgTx<'c> {
         let class = &code.code()[..2];
         // The server went away (shut down, restarted, lost the connection): this connection is
         // done, and work that had not committed may run again on another one.
+        // A disk error of the server's (class 58: a failed fsync, a missing file) stops it: it
+        // restarts and recovers from its WAL by itself (PostgreSQL's answer to a failed fsync).
         if class == "08"
+            || class == "58"
             || [SqlState::ADMIN_SHUTDOWN, SqlState::CRASH_SHUTDOWN, SqlState::CANNOT_CONNECT_NOW].contains(code)
         {
             self.conn.broken = true;

@@ -123,3 +123,47 @@ fn a_failed_sync_of_a_checkpoint_stops_the_writes_until_a_restart() {
     // Subjects of 150 KB: the writer's checkpoint, whose sync fails, comes within a hundred.
     after_a_failed_sync_nothing_more_is_written("course.db", 150_000);
 }
+
+/// PostgreSQL's own answer to a failed sync: it stops every process and recovers from its WAL
+/// (a PANIC); coursed answers 503 meanwhile, and goes on once it is back, with every
+/// acknowledged write, even after a power cut.
+pub fn postgres_recovers_from_a_failed_sync(machine: &super::cuts::Machine) {
+    let disk = machine.disk;
+    let server = machine.start();
+    let mut acked = Vec::new();
+    for i in 0..5 {
+        let (status, body) = create(&server, &format!("before {i}"), 100);
+        assert_eq!(status, 201, "{body}");
+        acked.push((body["data"]["id"].as_str().unwrap().to_owned(), format!("before {i}")));
+    }
+    disk.fail(Op::Sync, "", libc::EIO, 1);
+    let (mut refused, mut after) = (0, 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    for i in 0.. {
+        let title = format!("during {i}");
+        let body = json!({"data": {"type": "subjects", "attributes": {"title": &title}}});
+        match crate::process::try_call(&server.addr, "POST", "/v1/subjects", TOKEN, Some(&body)) {
+            Some((201, body)) => {
+                acked.push((body["data"]["id"].as_str().unwrap().to_owned(), title));
+                if disk.counts().faults == 1 {
+                    after += 1;
+                    if after == 5 {
+                        break;
+                    }
+                }
+            }
+            Some((503, _)) => refused += 1,
+            other => {
+                std::thread::sleep(Duration::from_millis(500));
+                let log: Vec<String> = server.stderr.lock().unwrap().try_iter().collect();
+                panic!("a write while PostgreSQL recovers: {other:?}; log: {log:#?}")
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "PostgreSQL never came back ({refused} refused)");
+    }
+    assert!(refused > 0, "the failed sync stopped PostgreSQL for a while");
+    all_there(&server, &acked);
+    machine.cut(Some(server));
+    let server = machine.start();
+    all_there(&server, &acked);
+}

@@ -99,6 +99,11 @@ fn postgres_merges_are_all_or_nothing_across_power_cuts() {
 }
 
 #[test]
+fn postgres_recovers_from_a_failed_sync_with_every_acknowledged_write() {
+    on_postgres(failures::postgres_recovers_from_a_failed_sync);
+}
+
+#[test]
 fn postgres_atomic_operations_and_relationship_replaces_are_all_or_nothing_across_power_cuts() {
     let (seed, n) = cuts::plan(6);
     on_postgres(|machine| cuts::rounds(machine, Style::Mixed, seed, n, &mut atomic::Courses::default()));
