@@ -371,7 +371,7 @@ fn first_value(client: &mut postgres::Client, query: &str) -> Result<Option<Stri
 }
 
 /// `first_value` on a new connection.
-fn sql(url: &str, query: &str) -> Result<Option<String>, String> {
+pub fn sql(url: &str, query: &str) -> Result<Option<String>, String> {
     let query = query.to_owned();
     with_client(url, move |client| first_value(client, &query))
 }

@@ -126,3 +126,63 @@ pub fn first_starts(machine: &Machine, seed: u64, cuts: usize) {
     }
     eprintln!("{old_left} cuts left version {OLD}, {new_found} found version {NEW}");
 }
+
+/// PostgreSQL: coursed's first start on an empty database (every migration, one transaction
+/// under an advisory lock) cut by the power: the schema is all there or not at all, and the
+/// next start makes it.
+pub fn postgres_first_starts(disk: &super::PowerCut, pg: &crate::pg_cluster::Private, seed: u64, cuts: usize) {
+    let mut rng = Rng::new(seed);
+    let mut span = 400;
+    let version = |url: &str| -> i64 {
+        let exists = crate::pg_cluster::sql(url, "SELECT to_regclass('coursed_schema') IS NOT NULL").unwrap();
+        if exists.as_deref() != Some("t") {
+            return 0;
+        }
+        let found = crate::pg_cluster::sql(url, "SELECT count(*) FROM coursed_schema").unwrap();
+        found.and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    // The version this coursed makes: as a start with the power on leaves it.
+    let reference = pg.fresh_database();
+    let args = ["--database", &reference, "--token", super::cuts::TOKEN].map(str::to_owned).to_vec();
+    let before = disk.counts().changes;
+    let started = Machine { disk, args, sqlite: None, postgres: Some(pg), backups: None, span }.start();
+    // The cuts fall within the changes a whole first start makes.
+    span = disk.counts().changes - before;
+    stop(started);
+    let known = version(&reference);
+    assert!(known > 0);
+    let (mut none, mut whole) = (0, 0);
+    for round in 0..cuts {
+        let database = pg.fresh_database();
+        let args = ["--database", &database, "--token", super::cuts::TOKEN].map(str::to_owned).to_vec();
+        let machine = Machine { disk, args, sqlite: None, postgres: Some(pg), backups: None, span };
+        // Around the end of the start, where the migration's transaction commits.
+        let at = rng.range(span / 2, span * 3 / 2);
+        let armed_at = disk.counts().changes;
+        disk.arm(at);
+        let starting = Starting::spawn(&machine.args()).ready();
+        if disk.is_on() {
+            span = (disk.counts().changes - armed_at).max(10);
+        }
+        match starting {
+            Ok(server) => machine.cut(Some(server)),
+            Err(e) => {
+                assert!(!disk.is_on(), "cut {round}: coursed failed to start with the power on: {e}");
+                machine.cut(None);
+            }
+        }
+        let found = version(&database);
+        eprintln!("cut {round}: at change {at} of {span}: schema version {found}");
+        assert!(found == 0 || found == known, "cut {round}: the schema is at version {found}, between 0 and {known}");
+        if found == 0 {
+            none += 1;
+        } else {
+            whole += 1;
+        }
+        let server = machine.start();
+        assert_eq!(version(&database), known, "the next start makes the schema");
+        assert_eq!(all(&server, "subjects", "title").len(), 0);
+        stop(server);
+    }
+    eprintln!("{none} cuts left no schema, {whole} a whole one");
+}

@@ -104,6 +104,16 @@ fn postgres_recovers_from_a_failed_sync_with_every_acknowledged_write() {
 }
 
 #[test]
+fn postgres_a_first_migration_cut_by_the_power_leaves_no_schema_or_a_whole_one() {
+    let Some(disk) = PowerCut::mount_with(Names::Journaled) else { return };
+    let Some(pg) = crate::pg_cluster::Private::init_durable_in(disk.path()) else { return };
+    disk.sync_all();
+    pg.restart();
+    let (seed, n) = cuts::plan(5);
+    migration::postgres_first_starts(&disk, &pg, seed, n);
+}
+
+#[test]
 fn postgres_atomic_operations_and_relationship_replaces_are_all_or_nothing_across_power_cuts() {
     let (seed, n) = cuts::plan(6);
     on_postgres(|machine| cuts::rounds(machine, Style::Mixed, seed, n, &mut atomic::Courses::default()));
