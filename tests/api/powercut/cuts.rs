@@ -497,7 +497,9 @@ pub fn rounds<W: Workload>(machine: &Machine, style: Style, seed: u64, cuts: usi
         let at = rng.range(1, span * 11 / 10);
         if round == 0 && at.is_multiple_of(3) {
             // During the first start: creating the database and its migrations.
-            disk.arm(rng.range(1, 200));
+            let at = rng.range(1, 200);
+            eprintln!("cut {round}: at change {at} of the first start");
+            disk.arm(at);
             match Starting::spawn(&machine.args()).ready() {
                 Ok(server) => machine.cut(Some(server)),
                 Err(_) => {
