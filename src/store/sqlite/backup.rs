@@ -27,6 +27,11 @@ pub fn snapshot_into(path: &str, dest: &Path) -> Result<(), String> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| format!("cannot open {path}: {e}"))?;
     conn.busy_timeout(BUSY).map_err(|e| format!("cannot open {path}: {e}"))?;
+    // Closing it must never checkpoint the WAL: when it is the last connection (its server
+    // stopped meanwhile), what the WAL holds is the server's to copy (or, after a failed sync,
+    // to leave as the disk has it).
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+        .map_err(|e| format!("cannot open {path}: {e}"))?;
     let app: i64 =
         conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(|e| format!("cannot read {path}: {e}"))?;
     if app != super::open::APPLICATION_ID {

@@ -339,22 +339,18 @@ fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, progress: &Progr
     }
 }
 
-/// A checkpoint that failed with `rc`: one that met an I/O error (its sync of the database
-/// file, or a write that may have been dropped) stops the writes (see [`Failed`]); others are
+/// A checkpoint that failed with `rc`: one whose sync failed stops the writes (see
+/// [`Failed`]: the pages it copied since the WAL started over may be gone, and the next sync
+/// would say they are not); others (a write refused, a lock) copy nothing for good and are
 /// tried again at the next.
 fn checkpoint_failed(rc: c_int, whose: &str, failed: &Failed) {
     let what = ffi::code_to_str(rc);
-    if rc & 0xff == ffi::SQLITE_IOERR {
-        let step = match rc {
-            ffi::SQLITE_IOERR_FSYNC => "sync the database file",
-            ffi::SQLITE_IOERR_DIR_FSYNC => "sync the database's directory",
-            ffi::SQLITE_IOERR_WRITE => "write the database file",
-            ffi::SQLITE_IOERR_TRUNCATE => "truncate the database file",
-            _ => "read or write the database",
-        };
-        failed.set(format!("a checkpoint{whose} could not {step} ({what}, code {rc})"));
-    } else {
-        log::warn!("checkpoint{whose} failed: {what}");
+    match rc {
+        ffi::SQLITE_IOERR_FSYNC => failed.set(format!("a checkpoint{whose} could not sync the database file ({what})")),
+        ffi::SQLITE_IOERR_DIR_FSYNC => {
+            failed.set(format!("a checkpoint{whose} could not sync the database's folder ({what})"))
+        }
+        _ => log::warn!("checkpoint{whose} failed: {what} (code {rc}); the next one tries again"),
     }
 }
 

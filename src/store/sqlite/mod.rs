@@ -121,7 +121,13 @@ impl Sqlite {
                 writer
                     .pragma_update(None, "synchronous", "NORMAL")
                     .map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
-                Some(writer::WalFile::of(&database))
+                let mut wal = writer::WalFile::of(&database);
+                // What the WAL holds (a process before this one may have committed without
+                // syncing, then died) is synced before anyone reads the feed.
+                if wal.exists() {
+                    wal.flush().map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
+                }
+                Some(wal)
             }
             _ => None,
         };

@@ -50,14 +50,7 @@ pub fn write_loop(
     failed: &Arc<Failed>,
 ) {
     std::thread::scope(|scope| {
-        let flusher = wal.map(|mut wal| {
-            // What the WAL holds at start (a process before this one may have committed without
-            // syncing, then died) is synced before readers of the feed are served it.
-            match wal.flush() {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => failed.set(format!("the disk failed to sync {} ({e})", wal.path.display())),
-            }
+        let flusher = wal.map(|wal| {
             let (to_flush, committed) = mpsc::channel::<Committed>();
             let thread = std::thread::Builder::new()
                 .name("coursed-flush".into())
@@ -79,7 +72,9 @@ pub fn write_loop(
         group_loop(conn, target, shared, queue, failed, publish, |c| match &to_flush {
             Some(tx) => {
                 if let Err(mpsc::SendError(c)) = tx.send(c) {
-                    deliver(c.delivers, Err(Error::internal("the flushing thread stopped")));
+                    // Committed, and nothing will sync it: as after a failed sync.
+                    failed.set("the thread that syncs the WAL stopped".to_owned());
+                    deliver(c.delivers, Err(Error::storage_failed()));
                 }
             }
             None => deliver(c.delivers, c.outcome),
@@ -129,8 +124,10 @@ fn group_loop(
             groups += 1;
             groups
         });
-        let outcome = run_group(&mut conn, shared, indexing.as_ref(), &mut held, &mut group, &mut delivers, number)
-            .map_err(|e| Error::from(db_error(e)));
+        let commit = Commit { number, failed };
+        let outcome = run_group(&mut conn, shared, indexing.as_ref(), &mut held, &mut group, &mut delivers, commit)
+            .map_err(|e| Error::from(db_error(e)))
+            .and_then(|committed| if committed { Ok(()) } else { Err(Error::storage_failed()) });
         if outcome.is_err() {
             // Rolled back with the group.
             held = None;
@@ -176,8 +173,9 @@ fn flush_loop(mut wal: WalFile, committed: mpsc::Receiver<Committed>, shared: &S
             if let Err(e) = wal.flush() {
                 // After a failed fsync the kernel may have dropped the pages it could not write
                 // and report success next time: nothing committed since the last good flush can
-                // be trusted to be on disk, and its requests cannot be told either way.
-                failed.set(format!("the disk failed to sync {} ({e})", wal.path.display()));
+                // be trusted to be on disk, and its requests cannot be told either way. (A WAL
+                // that cannot even be opened to sync it leaves them as unknown.)
+                failed.set(e);
             }
             log::trace!("flushed {} groups in {} µs", batch.len(), started.elapsed().as_micros());
         }
@@ -213,21 +211,38 @@ impl WalFile {
     /// another file: SQLite removes the WAL only when its last connection closes, which the
     /// writer's open connection prevents, but a flush of a file no longer in use would be a
     /// silent loss, so it is checked (one `stat`).
-    fn flush(&mut self) -> std::io::Result<()> {
-        let current = std::fs::metadata(&self.path)?;
+    pub fn flush(&mut self) -> std::result::Result<(), String> {
+        let cannot_open = |e: std::io::Error| format!("cannot open {} to sync it ({e})", self.path.display());
+        let current = std::fs::metadata(&self.path).map_err(cannot_open)?;
         let held = match &self.file {
-            Some(f) => f.metadata().map(|m| (m.dev(), m.ino()) == (current.dev(), current.ino()))?,
+            Some(f) => {
+                f.metadata().map(|m| (m.dev(), m.ino()) == (current.dev(), current.ino())).map_err(cannot_open)?
+            }
             None => false,
         };
         if !held {
-            self.file = Some(File::open(&self.path)?);
+            self.file = Some(File::open(&self.path).map_err(cannot_open)?);
         }
-        self.file.as_ref().map_or(Ok(()), File::sync_data)
+        let synced = self.file.as_ref().map_or(Ok(()), File::sync_data);
+        synced.map_err(|e| format!("the disk failed to sync {} ({e})", self.path.display()))
+    }
+
+    /// Whether the WAL file exists (SQLite makes it with the first write).
+    pub fn exists(&self) -> bool {
+        self.path.exists()
     }
 }
 
+/// How a group commits: its number in commit order, when the feed's readers are kept from it
+/// until it is synced; and the state that, once set, rolls it back instead.
+struct Commit<'a> {
+    number: Option<u64>,
+    failed: &'a Failed,
+}
+
 /// Runs the queued writes in one transaction, then brings the search indexes up to date with
-/// them; an `Err` means nothing of the group was kept.
+/// them; an `Err` or `Ok(false)` (the writes stopped meanwhile) means nothing of the group was
+/// kept.
 fn run_group(
     conn: &mut Connection,
     shared: &Shared,
@@ -235,10 +250,10 @@ fn run_group(
     held: &mut Option<WriteContext>,
     group: &mut VecDeque<Job>,
     delivers: &mut Vec<Deliver>,
-    number: Option<u64>,
-) -> rusqlite::Result<()> {
+    commit: Commit,
+) -> rusqlite::Result<bool> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    if let Some(number) = number {
+    if let Some(number) = commit.number {
         // Before anything of the group can be read: the feed's head it starts after (one step
         // down an index), which readers are served up to until the group is synced.
         let before = tx.prepare_cached("SELECT coalesce(max(seq), 0) FROM revisions")?.query_row([], |r| r.get(0))?;
@@ -272,7 +287,11 @@ fn run_group(
         }
     }
     log::trace!("ran {} writes in {} µs", delivers.len(), started.elapsed().as_micros());
-    tx.commit()
+    if commit.failed.get().is_some() {
+        // A sync failed while the group ran: it is rolled back, as every write from now on.
+        return Ok(false);
+    }
+    tx.commit().map(|()| true)
 }
 
 /// Tells the history triggers who writes next: the writer's TEMP `history_context` (see
