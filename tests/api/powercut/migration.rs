@@ -186,3 +186,94 @@ pub fn postgres_first_starts(disk: &super::PowerCut, pg: &crate::pg_cluster::Pri
     }
     eprintln!("{none} cuts left no schema, {whole} a whole one");
 }
+
+/// A PostgreSQL database as version 6 left it, made from one of this version: migrations 7 to
+/// 10 (the history, webhooks, following, and the history triggers heeding followers) create
+/// tables, views, functions and triggers, and 7 replaced `chapters_deleted`, given back here as
+/// migration 5 wrote it.
+fn postgres_to_version_6(url: &str) {
+    let five = include_str!("../../../migrations/postgres/0005-linkage-generations.sql");
+    let start = five.find("CREATE OR REPLACE FUNCTION chapters_deleted()").expect("chapters_deleted in migration 5");
+    let end = start + five[start..].find("END $$;").expect("its end") + "END $$;".len();
+    let mut sql = String::new();
+    for t in ["modules", "subjects", "chapters"] {
+        sql += &format!(
+            "DROP TRIGGER IF EXISTS {t}_revision ON {t}; DROP TRIGGER IF EXISTS {t}_revision_update ON {t};\n"
+        );
+    }
+    sql += "DROP VIEW IF EXISTS revision_log; DROP VIEW IF EXISTS history_bounds;\n\
+            DROP TABLE IF EXISTS revisions, revision_pending, revision_head, revision_feed, coursed_webhooks, \
+            coursed_follow, coursed_feed CASCADE;\n\
+            DROP FUNCTION IF EXISTS modules_revision, subjects_revision, chapters_revision, coursed_time CASCADE;\n";
+    sql += &five[start..end];
+    sql += "\nDELETE FROM coursed_schema WHERE version > 6;";
+    crate::pg_cluster::sql(url, &sql).unwrap();
+}
+
+/// PostgreSQL: this version's first start on a version-6 database (migration 7 records a
+/// revision for each of 400 resources) cut by the power: version 6 or the newest, never
+/// between, and the next start finishes.
+pub fn postgres_upgrades(disk: &super::PowerCut, pg: &crate::pg_cluster::Private, seed: u64, cuts: usize) {
+    let old = pg.fresh_database();
+    let generate = ["generate", "--database", &old, "--modules", "10", "--subjects-per-module", "40"];
+    let done = Command::new(env!("CARGO_BIN_EXE_coursed")).args(generate).stdout(Stdio::null()).output().unwrap();
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    let version = |url: &str| -> i64 {
+        let found = crate::pg_cluster::sql(url, "SELECT count(*) FROM coursed_schema").unwrap();
+        found.and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    let newest = version(&old);
+    postgres_to_version_6(&old);
+    assert_eq!(version(&old), 6);
+    let old_name = old.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
+    let mut rng = Rng::new(seed);
+    let mut span = 0;
+    let (mut six, mut new) = (0, 0);
+    for round in 0..cuts {
+        // A copy of the old database for each start (its template is not connected to).
+        let name = format!("{old_name}_{round}");
+        crate::pg_cluster::sql(&pg.url(), &format!("CREATE DATABASE {name} TEMPLATE {old_name} STRATEGY FILE_COPY"))
+            .unwrap();
+        let url = old.replace(&old_name, &name);
+        let args = ["--database", &url, "--token", super::cuts::TOKEN].map(str::to_owned).to_vec();
+        let machine = Machine { disk, args, sqlite: None, postgres: Some(pg), backups: None, span };
+        let armed_at = disk.counts().changes;
+        let at = if span == 0 { u64::MAX } else { rng.range(span / 4, span * 5 / 4) };
+        if span > 0 {
+            disk.arm(at);
+        }
+        let starting = Starting::spawn(&machine.args()).ready();
+        if disk.is_on() {
+            span = disk.counts().changes - armed_at;
+        }
+        match starting {
+            Ok(server) => machine.cut(Some(server)),
+            Err(e) => {
+                assert!(!disk.is_on(), "cut {round}: coursed failed to start with the power on: {e}");
+                machine.cut(None);
+            }
+        }
+        let found = version(&url);
+        match at {
+            u64::MAX => eprintln!("start {round}: {span} changes, not cut: version {found}"),
+            _ => eprintln!("cut {round}: at change {at} of {span}: version {found}"),
+        }
+        assert!(found == 6 || found == newest, "cut {round}: version {found}, between 6 and {newest}");
+        if found == 6 {
+            six += 1;
+        } else {
+            new += 1;
+        }
+        let server = machine.start();
+        assert_eq!(version(&url), newest, "the next start finishes the migration");
+        let subjects = all(&server, "subjects", "title");
+        assert_eq!(subjects.len(), 400, "cut {round}: every subject is still there");
+        let titles = subjects
+            .iter()
+            .map(|s| (s["id"].as_str().unwrap().to_owned(), s["attributes"]["title"].as_str().unwrap().to_owned()))
+            .collect();
+        feed_replays_to(&server, &titles, round);
+        stop(server);
+    }
+    eprintln!("{six} cuts left version 6, {new} found version {newest}");
+}

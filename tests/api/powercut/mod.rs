@@ -114,6 +114,17 @@ fn postgres_a_first_migration_cut_by_the_power_leaves_no_schema_or_a_whole_one()
 }
 
 #[test]
+fn postgres_an_upgrade_cut_by_the_power_is_undone_whole_and_finished_at_the_next_start() {
+    let Some(disk) = PowerCut::mount_with(Names::Journaled) else { return };
+    let Some(pg) = crate::pg_cluster::Private::init_durable_in(disk.path()) else { return };
+    disk.sync_all();
+    pg.restart();
+    let (seed, n) = cuts::plan(5);
+    // The first start is the measure of the rest (the power stays on).
+    migration::postgres_upgrades(&disk, &pg, seed, n + 1);
+}
+
+#[test]
 fn postgres_atomic_operations_and_relationship_replaces_are_all_or_nothing_across_power_cuts() {
     let (seed, n) = cuts::plan(6);
     on_postgres(|machine| cuts::rounds(machine, Style::Mixed, seed, n, &mut atomic::Courses::default()));
