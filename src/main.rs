@@ -121,6 +121,9 @@ fn serve(args: ServeArgs) -> ExitCode {
             let kept = t.kept.map_or("it lasts until coursed stops".to_owned(), |k| format!("stored {k}"));
             let _ = writeln!(out, "no token configured: generated one ({kept}):\n{}", t.tokens.join("\n"));
         }
+        // SIGTERM and SIGINT are watched from before the readiness line: one sent as soon as it
+        // is printed stops the server gracefully, not by the signal's default action.
+        let stop = shutdown_signal();
         // The readiness line: clients and scripts wait for it (and read the port from it).
         let _ = writeln!(out, "listening on http://{addr}/v1");
         // Webhooks are delivered by every server; links in what they send are made from
@@ -147,7 +150,7 @@ fn serve(args: ServeArgs) -> ExitCode {
         };
         let _ = out.flush();
         drop(out);
-        coursed::serve(listener, Arc::new(app), shutdown_signal()).await;
+        coursed::serve(listener, Arc::new(app), stop).await;
         Ok::<(), String>(())
     });
     // Dropping the runtime drops the last handle on the database: the writer finishes its
@@ -238,18 +241,27 @@ fn fail(message: &str) -> ExitCode {
 }
 
 /// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Completes at the first SIGTERM or SIGINT received from the moment it is called (the
+/// handlers are installed then, not when the future is first polled).
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = tokio::signal::ctrl_c() => {}
+    let (term, int) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()));
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
             }
-        }
-        Err(e) => {
-            log::warn!("cannot watch SIGTERM ({e}); only SIGINT stops coursed");
-            let _ = tokio::signal::ctrl_c().await;
+            (Ok(mut only), Err(e)) | (Err(e), Ok(mut only)) => {
+                log::warn!("cannot watch one of SIGTERM and SIGINT ({e}); the other stops coursed");
+                only.recv().await;
+            }
+            (Err(e), Err(_)) => {
+                log::warn!("cannot watch SIGTERM nor SIGINT ({e}); coursed stops only when killed");
+                std::future::pending::<()>().await;
+            }
         }
     }
 }

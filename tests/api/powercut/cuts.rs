@@ -476,7 +476,14 @@ impl Machine<'_> {
 /// Stops it as an operator would (SIGTERM), so that the file can be checked by SQLite alone.
 pub fn stop(server: Server) {
     server.signal("-TERM");
-    assert!(server.wait(Duration::from_secs(30)).success(), "coursed stopped cleanly");
+    let log = std::mem::replace(&mut *server.stderr.lock().unwrap(), std::sync::mpsc::channel().1);
+    let status = server.wait(Duration::from_secs(30));
+    if !status.success() {
+        // The lines it wrote come in on their own thread: the last of them after it ended.
+        std::thread::sleep(Duration::from_millis(200));
+        let lines: Vec<String> = log.try_iter().collect();
+        panic!("coursed did not stop cleanly ({status}): {lines:#?}");
+    }
 }
 
 /// Single writes from four clients at once, the power cut at a random change each round (the
