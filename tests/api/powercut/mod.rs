@@ -18,14 +18,14 @@ use cuts::Style;
 #[test]
 fn sqlite_single_writes_from_many_clients_survive_power_cuts() {
     let Some(disk) = PowerCut::mount() else { return };
-    let (seed, n) = cuts::plan(12);
+    let (seed, n) = cuts::plan(10);
     cuts::single_writes(&sqlite(&disk, &[]), Style::Mixed, seed, n);
 }
 
 #[test]
 fn sqlite_checkpoints_survive_power_cuts_at_each_of_their_steps() {
     let Some(disk) = PowerCut::mount() else { return };
-    let (seed, n) = cuts::plan(5);
+    let (seed, n) = cuts::plan(3);
     cuts::single_writes(&sqlite(&disk, &[]), Style::Checkpoints, seed, n);
 }
 
@@ -88,7 +88,7 @@ fn sqlite_a_revision_reaches_the_feed_only_once_it_is_on_the_disk() {
 
 #[test]
 fn postgres_single_writes_from_many_clients_survive_power_cuts() {
-    let (seed, n) = cuts::plan(8);
+    let (seed, n) = cuts::plan(5);
     on_postgres(|machine| cuts::single_writes(machine, Style::Mixed, seed, n));
 }
 
@@ -109,7 +109,7 @@ fn postgres_a_first_migration_cut_by_the_power_leaves_no_schema_or_a_whole_one()
     let Some(pg) = crate::pg_cluster::Private::init_durable_in(disk.path()) else { return };
     disk.sync_all();
     pg.restart();
-    let (seed, n) = cuts::plan(5);
+    let (seed, n) = cuts::plan(3);
     migration::postgres_first_starts(&disk, &pg, seed, n);
 }
 
@@ -119,14 +119,14 @@ fn postgres_an_upgrade_cut_by_the_power_is_undone_whole_and_finished_at_the_next
     let Some(pg) = crate::pg_cluster::Private::init_durable_in(disk.path()) else { return };
     disk.sync_all();
     pg.restart();
-    let (seed, n) = cuts::plan(5);
+    let (seed, n) = cuts::plan(3);
     // The first start is the measure of the rest (the power stays on).
     migration::postgres_upgrades(&disk, &pg, seed, n + 1);
 }
 
 #[test]
 fn postgres_atomic_operations_and_relationship_replaces_are_all_or_nothing_across_power_cuts() {
-    let (seed, n) = cuts::plan(6);
+    let (seed, n) = cuts::plan(4);
     on_postgres(|machine| cuts::rounds(machine, Style::Mixed, seed, n, &mut atomic::Courses::default()));
 }
 
