@@ -16,7 +16,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 pub use self::copy::{copy, copy_with, Copied};
 pub use self::file::load;
-use self::rng::Rng;
+pub use self::rng::Rng;
 use crate::resources::{CHAPTERS, MODULES, SUBJECTS};
 use crate::store::bulk::{Counts, Loader, Target};
 use crate::store::{DbError, Value};

@@ -66,6 +66,8 @@ const WORDS: &[&str] = &[
 ];
 
 impl Rng {
+    // The generator's step, as splitmix64 names it; an endless iterator would add nothing.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Value};
 
-use super::cuts::{all, feed_replays_to, Rng, Round, Workload, TOKEN};
+use super::cuts::{all, feed_replays_to, Draw, Rng, Round, Workload, TOKEN};
 use crate::helpers::ATOMIC;
 use crate::process::Server;
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::cuts::{all, feed_replays_to, Outcome, Rng, Round, SingleWrites, Style, Workload, TOKEN};
+use super::cuts::{feed_replays_to, titles, Outcome, Rng, Round, SingleWrites, Style, Workload, TOKEN};
 use crate::process::{Relay, Server, Starting};
 
 /// A webhook receiver: answers every POST 200 and keeps its body.
@@ -114,10 +114,7 @@ impl Workload for Followed {
 
     fn verify(&mut self, server: &Server, logs: Vec<Vec<Outcome>>, round: usize) {
         self.writes.verify(server, logs, round);
-        let listed: BTreeMap<String, String> = all(server, "subjects", "title")
-            .iter()
-            .map(|s| (s["id"].as_str().unwrap().to_owned(), s["attributes"]["title"].as_str().unwrap().to_owned()))
-            .collect();
+        let listed: BTreeMap<String, String> = titles(server);
         let head = feed_replays_to(server, &listed, round);
         // Every revision a webhook delivered is still in the feed, as delivered.
         let delivered = self.receiver.received.lock().unwrap().clone();
@@ -150,10 +147,7 @@ impl Workload for Followed {
             assert!(Instant::now() < deadline, "cut {round}: the school did not catch up: {follow}");
             std::thread::sleep(Duration::from_millis(50));
         }
-        let school: BTreeMap<String, String> = all(&self.school, "subjects", "title")
-            .iter()
-            .map(|s| (s["id"].as_str().unwrap().to_owned(), s["attributes"]["title"].as_str().unwrap().to_owned()))
-            .collect();
+        let school: BTreeMap<String, String> = titles(&self.school);
         assert_eq!(school, listed, "cut {round}: the school's catalogue is the district's");
         eprintln!("cut {round}: {} revisions delivered, school at {head}", delivered.len());
     }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::cuts::{all, feed_replays_to, sqlite_checks, stop, Machine, Rng};
+use super::cuts::{feed_replays_to, sqlite_checks, stop, titles, Draw, Machine, Rng};
 
 /// A bundle of its own for each round (another seed, other ids): its path and its subjects' ids.
 fn bundle(dir: &Path, seed: u64) -> (PathBuf, BTreeSet<String>) {
@@ -44,7 +44,7 @@ fn run(args: &[&str]) {
 pub fn merges(machine: &Machine, database: &str, seed: u64, cuts: usize) {
     let disk = machine.disk;
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng(seed);
     // The bundles merged for sure, and the subjects they brought.
     let mut kept: BTreeSet<String> = BTreeSet::new();
     let mut span = machine.span;
@@ -84,8 +84,8 @@ pub fn merges(machine: &Machine, database: &str, seed: u64, cuts: usize) {
         }
         machine.cut(None);
         let server = machine.start();
-        let listed = all(&server, "subjects", "title");
-        let present: BTreeSet<String> = listed.iter().map(|s| s["id"].as_str().unwrap().to_owned()).collect();
+        let titles = titles(&server);
+        let present: BTreeSet<String> = titles.keys().cloned().collect();
         let arrived = subjects.intersection(&present).count();
         eprintln!(
             "cut {round}: at change {at}{}, import {}; {arrived} of {} subjects there",
@@ -103,10 +103,6 @@ pub fn merges(machine: &Machine, database: &str, seed: u64, cuts: usize) {
         if arrived > 0 {
             kept.extend(subjects);
         }
-        let titles = listed
-            .iter()
-            .map(|s| (s["id"].as_str().unwrap().to_owned(), s["attributes"]["title"].as_str().unwrap().to_owned()))
-            .collect();
         feed_replays_to(&server, &titles, round);
         stop(server);
         if machine.sqlite.is_some() {

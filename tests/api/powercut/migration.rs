@@ -8,7 +8,7 @@
 
 use std::process::{Command, Stdio};
 
-use super::cuts::{all, feed_replays_to, sqlite_checks, stop, Machine, Rng};
+use super::cuts::{all, feed_replays_to, sqlite_checks, stop, titles, Draw, Machine, Rng};
 use crate::process::Starting;
 
 const OLD: i64 = 5;
@@ -36,6 +36,14 @@ fn created(sql: &str) -> Vec<(String, String)> {
         found.push((kind.to_owned(), name.trim_end_matches('(').to_owned()));
     }
     found
+}
+
+/// The 400 subjects of the old database are there after the migration, and so is a revision of
+/// each: the feed replays to them.
+fn every_subject_there(server: &crate::process::Server, round: usize) {
+    let titles = titles(server);
+    assert_eq!(titles.len(), 400, "cut {round}: every subject is still there");
+    feed_replays_to(server, &titles, round);
 }
 
 /// Turns a database of this version into the one version 5 left.
@@ -74,7 +82,7 @@ pub fn first_starts(machine: &Machine, seed: u64, cuts: usize) {
     let done = Command::new(env!("CARGO_BIN_EXE_coursed")).args(generate).stdout(Stdio::null()).output().unwrap();
     assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
     to_version_5(old);
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng(seed);
     let mut span = machine.span;
     let (mut old_left, mut new_found) = (0, 0);
     for round in 0..cuts {
@@ -114,13 +122,7 @@ pub fn first_starts(machine: &Machine, seed: u64, cuts: usize) {
         }
         let server = machine.start();
         assert_eq!(version(database), NEW, "the next start finishes the migration");
-        let subjects = all(&server, "subjects", "title");
-        assert_eq!(subjects.len(), 400, "cut {round}: every subject is still there");
-        let titles = subjects
-            .iter()
-            .map(|s| (s["id"].as_str().unwrap().to_owned(), s["attributes"]["title"].as_str().unwrap().to_owned()))
-            .collect();
-        feed_replays_to(&server, &titles, round);
+        every_subject_there(&server, round);
         stop(server);
         sqlite_checks(database);
     }
@@ -131,7 +133,7 @@ pub fn first_starts(machine: &Machine, seed: u64, cuts: usize) {
 /// under an advisory lock) cut by the power: the schema is all there or not at all, and the
 /// next start makes it.
 pub fn postgres_first_starts(disk: &super::PowerCut, pg: &crate::pg_cluster::Private, seed: u64, cuts: usize) {
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng(seed);
     let mut span = 400;
     let version = |url: &str| -> i64 {
         let exists = crate::pg_cluster::sql(url, "SELECT to_regclass('coursed_schema') IS NOT NULL").unwrap();
@@ -226,7 +228,7 @@ pub fn postgres_upgrades(disk: &super::PowerCut, pg: &crate::pg_cluster::Private
     postgres_to_version_6(&old);
     assert_eq!(version(&old), 6);
     let old_name = old.rsplit('/').next().unwrap().split('?').next().unwrap().to_owned();
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng(seed);
     let mut span = 0;
     let (mut six, mut new) = (0, 0);
     for round in 0..cuts {
@@ -266,13 +268,7 @@ pub fn postgres_upgrades(disk: &super::PowerCut, pg: &crate::pg_cluster::Private
         }
         let server = machine.start();
         assert_eq!(version(&url), newest, "the next start finishes the migration");
-        let subjects = all(&server, "subjects", "title");
-        assert_eq!(subjects.len(), 400, "cut {round}: every subject is still there");
-        let titles = subjects
-            .iter()
-            .map(|s| (s["id"].as_str().unwrap().to_owned(), s["attributes"]["title"].as_str().unwrap().to_owned()))
-            .collect();
-        feed_replays_to(&server, &titles, round);
+        every_subject_there(&server, round);
         stop(server);
     }
     eprintln!("{six} cuts left version 6, {new} found version {newest}");

@@ -105,23 +105,17 @@ fn postgres_recovers_from_a_failed_sync_with_every_acknowledged_write() {
 
 #[test]
 fn postgres_a_first_migration_cut_by_the_power_leaves_no_schema_or_a_whole_one() {
-    let Some(disk) = PowerCut::mount_with(Names::Journaled) else { return };
-    let Some(pg) = crate::pg_cluster::Private::init_durable_in(disk.path()) else { return };
-    disk.sync_all();
-    pg.restart();
+    let Some(on) = PostgresOnDisk::start() else { return };
     let (seed, n) = cuts::plan(3);
-    migration::postgres_first_starts(&disk, &pg, seed, n);
+    migration::postgres_first_starts(&on.disk, &on.pg, seed, n);
 }
 
 #[test]
 fn postgres_an_upgrade_cut_by_the_power_is_undone_whole_and_finished_at_the_next_start() {
-    let Some(disk) = PowerCut::mount_with(Names::Journaled) else { return };
-    let Some(pg) = crate::pg_cluster::Private::init_durable_in(disk.path()) else { return };
-    disk.sync_all();
-    pg.restart();
+    let Some(on) = PostgresOnDisk::start() else { return };
     let (seed, n) = cuts::plan(3);
     // The first start is the measure of the rest (the power stays on).
-    migration::postgres_upgrades(&disk, &pg, seed, n + 1);
+    migration::postgres_upgrades(&on.disk, &on.pg, seed, n + 1);
 }
 
 #[test]
@@ -130,20 +124,35 @@ fn postgres_atomic_operations_and_relationship_replaces_are_all_or_nothing_acros
     on_postgres(|machine| cuts::rounds(machine, Style::Mixed, seed, n, &mut atomic::Courses::default()));
 }
 
-/// Runs `cuts` with coursed on a PostgreSQL cluster whose data directory is on a power-cut disk
-/// (one with names made durable as a journaling file system does, which PostgreSQL relies on).
+/// A PostgreSQL cluster whose data directory is on a power-cut disk (one with names made durable
+/// as a journaling file system does, which PostgreSQL relies on), started. The cluster is
+/// declared first, so that it is dropped (stopped) before the disk is unmounted.
+struct PostgresOnDisk {
+    pg: crate::pg_cluster::Private,
+    disk: PowerCut,
+}
+
+impl PostgresOnDisk {
+    fn start() -> Option<PostgresOnDisk> {
+        let disk = PowerCut::mount_with(Names::Journaled)?;
+        let pg = crate::pg_cluster::Private::init_durable_in(disk.path())?;
+        // initdb ran without syncing (it is set-up, not under test): its files are made durable.
+        disk.sync_all();
+        pg.restart();
+        Some(PostgresOnDisk { pg, disk })
+    }
+}
+
+/// Runs `cuts` with coursed on a PostgreSQL cluster on a power-cut disk.
 fn on_postgres(cuts: impl FnOnce(&cuts::Machine)) {
-    let Some(disk) = PowerCut::mount_with(Names::Journaled) else { return };
-    let Some(pg) = crate::pg_cluster::Private::init_durable_in(disk.path()) else { return };
-    // initdb ran without syncing (it is set-up, not under test): its files are made durable.
-    disk.sync_all();
-    pg.restart();
+    let Some(on) = PostgresOnDisk::start() else { return };
+    let (disk, pg) = (&on.disk, &on.pg);
     let database = pg.fresh_database();
     cuts(&cuts::Machine {
-        disk: &disk,
+        disk,
         args: args(&database, &[]),
         sqlite: None,
-        postgres: Some(&pg),
+        postgres: Some(pg),
         backups: None,
         span: 400,
     });
