@@ -75,6 +75,10 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<tokens::Bootstrap>), 
         ));
     }
     let public_url = args.public_url.as_deref().map(parse_public_url).transpose()?;
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(server::tls::Tls::load(cert, key)?),
+        _ => None,
+    };
     let web = app::Web::new(&args.cors_origins, args.compression == cli::Switch::On, args.console == cli::Switch::On)?;
     if web.console {
         // The console's files are compressed once, before the first browser asks for them.
@@ -98,6 +102,7 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<tokens::Bootstrap>), 
             .then(app::AccessLog::stderr),
         auth,
         streams: Arc::new(app::Streams::new(args.max_streams as usize)),
+        tls,
         ..App::new(db, Tokens::new([]))
     };
     Ok((app, bootstrap))

@@ -124,8 +124,10 @@ fn serve(args: ServeArgs) -> ExitCode {
         // SIGTERM and SIGINT are watched from before the readiness line: one sent as soon as it
         // is printed stops the server gracefully, not by the signal's default action.
         let stop = shutdown_signal();
+        // Likewise SIGHUP, which reads a renewed certificate again.
+        let reloads = app.tls.clone().map(|tls| tokio::spawn(tls.watch()));
         // The readiness line: clients and scripts wait for it (and read the port from it).
-        let _ = writeln!(out, "listening on http://{addr}/v1");
+        let _ = writeln!(out, "listening on {}://{addr}/v1", app.scheme());
         // Webhooks are delivered by every server; links in what they send are made from
         // --public-url, else from the address listened on.
         if app.public_url.is_none() && addr.ip().is_unspecified() {
@@ -142,7 +144,7 @@ fn serve(args: ServeArgs) -> ExitCode {
             }
             _ => None,
         };
-        let base = app.public_url.clone().or_else(|| coursed::render::Base::new("http", &addr.to_string()));
+        let base = app.public_url.clone().or_else(|| coursed::render::Base::new(app.scheme(), &addr.to_string()));
         // Stopped when dropped, after the server.
         let _deliveries = match base {
             Some(base) => Some(coursed::webhooks::deliver::spawn(app.db.clone(), base, Default::default())?),
@@ -151,6 +153,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         let _ = out.flush();
         drop(out);
         coursed::serve(listener, Arc::new(app), stop).await;
+        if let Some(reloads) = reloads {
+            reloads.abort();
+        }
         Ok::<(), String>(())
     });
     // Dropping the runtime drops the last handle on the database: the writer finishes its

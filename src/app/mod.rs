@@ -47,6 +47,8 @@ pub struct App {
     pub streams: Arc<Streams>,
     /// What the catalogue follows, if anything (writes are then refused).
     pub follow: Arc<crate::follow::Status>,
+    /// HTTPS, when served: the certificate, read again when renewed.
+    pub tls: Option<Arc<crate::server::tls::Tls>>,
 }
 
 /// What a handler may tell the connection it answers on (the server implements it; `http`
@@ -85,6 +87,16 @@ impl App {
             large_documents: Arc::new(tokio::sync::Semaphore::new(LARGE_DOCUMENTS)),
             streams: Arc::new(Streams::new(streams::DEFAULT_MAX_STREAMS)),
             follow: Arc::default(),
+            tls: None,
+        }
+    }
+
+    /// `https` when served over TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
         }
     }
 
@@ -93,7 +105,7 @@ impl App {
         if let Some(base) = &self.public_url {
             return Ok(base.clone());
         }
-        host(headers)?.and_then(|h| Base::new("http", h)).ok_or_else(invalid_host)
+        host(headers)?.and_then(|h| Base::new(self.scheme(), h)).ok_or_else(invalid_host)
     }
 }
 

@@ -106,6 +106,15 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_PROXY_HEADER", value_enum, default_value_t = crate::tokens::ProxyHeader::XForwardedFor)]
     pub proxy_header: crate::tokens::ProxyHeader,
 
+    /// Serve HTTPS with this certificate: a PEM file, the server's certificate first, then the
+    /// chain. It and --tls-key are read again on SIGHUP and whenever they change (a renewal).
+    #[arg(long, env = "COURSED_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key of --tls-cert: a PEM file (PKCS#8, PKCS#1 RSA or SEC1 EC).
+    #[arg(long, env = "COURSED_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
     /// Public origin for the links in responses, e.g. https://school.example (without /v1).
     /// Default: built from each request's Host header.
     #[arg(long, env = "COURSED_PUBLIC_URL")]

@@ -12,6 +12,7 @@
 
 mod bare;
 mod conn;
+pub mod tls;
 mod watched;
 
 use std::collections::BTreeMap;
@@ -23,6 +24,7 @@ use std::time::Duration;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::app::Limits;
@@ -116,7 +118,17 @@ pub async fn serve(
     // HTTP/1 heads are timed by our watchdog, not by hyper's `header_read_timeout` (it would
     // run from the end of the previous request, cutting idle keep-alive at the head's limit;
     // and it needs a timer, which the builder is not given).
-    let builder = Builder::new(TokioExecutor::new());
+    let builder = Arc::new(Builder::new(TokioExecutor::new()));
+    let tls = match &app.tls {
+        Some(tls) => match tls.acceptor() {
+            Ok(acceptor) => Some(acceptor),
+            Err(e) => {
+                log::error!("{e}");
+                return;
+            }
+        },
+        None => None,
+    };
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let room = Arc::new(Room { open: Mutex::default(), wanted: AtomicBool::new(false), freed: Notify::new() });
     let (stop, stopped) = watch::channel(false);
@@ -165,11 +177,25 @@ pub async fn serve(
         next_id += 1;
         room.open.lock().unwrap_or_else(|e| e.into_inner()).insert(id, watch.clone());
         let service = Tracked::new(TowerToHyperService::new(warp::service(routes.clone())), watch.clone(), peer);
-        let io = TokioIo::new(Watched::new(stream, watch.clone()));
-        let connection = builder.serve_connection_with_upgrades(io, service).into_owned();
-        let (room, stopped) = (room.clone(), stopped.clone());
+        // Boxed here, outside the task: the compiler cannot prove a task that builds the
+        // connection itself `Send` (a higher-ranked lifetime in warp's filters).
+        let serve_on = {
+            let (builder, watch, stopped) = (builder.clone(), watch.clone(), stopped.clone());
+            move |io: Box<dyn Io>| -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+                let io = TokioIo::new(Watched::new(io, watch.clone()));
+                let connection = builder.serve_connection_with_upgrades(io, service).into_owned();
+                Box::pin(conn::run(connection, watch, limits, stopped))
+            }
+        };
+        let (room, tls, stopped) = (room.clone(), tls.clone(), stopped.clone());
         tokio::spawn(async move {
-            conn::run(connection, watch, limits, stopped).await;
+            let io = match tls {
+                None => Some(Box::new(stream) as Box<dyn Io>),
+                Some(tls) => handshake(&tls, stream, peer, &watch, limits, stopped).await,
+            };
+            if let Some(io) = io {
+                serve_on(io).await;
+            }
             room.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
             drop(slot);
         });
@@ -188,6 +214,38 @@ pub async fn serve(
         log.flush();
     }
 }
+
+/// The TLS handshake on a new connection: it is part of the first request's head, with the
+/// head's time, and a connection in it may be closed to make room like one sending a head.
+async fn handshake(
+    tls: &tokio_rustls::TlsAcceptor,
+    stream: tokio::net::TcpStream,
+    peer: std::net::SocketAddr,
+    watch: &Watch,
+    limits: Limits,
+    mut stopped: watch::Receiver<bool>,
+) -> Option<Box<dyn Io>> {
+    tokio::select! {
+        shaken = tokio::time::timeout(limits.header_timeout, tls.accept(stream)) => match shaken {
+            Ok(Ok(stream)) => Some(Box::new(stream)),
+            Ok(Err(e)) => {
+                log::debug!("TLS handshake with {peer} failed: {e}");
+                None
+            }
+            Err(_) => {
+                log::debug!("TLS handshake with {peer} not done in time");
+                None
+            }
+        },
+        () = watch.evict.notified() => None,
+        _ = stopped.changed() => None,
+    }
+}
+
+/// A connection's byte stream: TCP, or TLS over TCP.
+trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// `wanted` connections, or fewer when the process may not open that many descriptors: the soft
 /// limit is raised as far as the hard limit allows first.

@@ -33,6 +33,7 @@ mod search_index;
 mod search_relevance;
 mod stale_linkage;
 mod stream;
+mod tls;
 mod tokens;
 mod tokens_kept;
 mod web;

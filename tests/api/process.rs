@@ -17,6 +17,8 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Server {
     pub child: Child,
     pub addr: String,
+    /// Whether it serves HTTPS (its readiness line says so).
+    pub https: bool,
     /// Lines printed on stdout before the readiness line.
     pub preamble: Vec<String>,
     /// Its log (stderr), line by line.
@@ -144,12 +146,17 @@ impl Starting {
         let mut preamble = Vec::new();
         loop {
             match self.stdout.recv_timeout(START_TIMEOUT) {
-                Ok(line) => match line.strip_prefix("listening on http://") {
-                    Some(rest) => {
+                Ok(line) => match line
+                    .strip_prefix("listening on http://")
+                    .map(|r| (r, false))
+                    .or_else(|| line.strip_prefix("listening on https://").map(|r| (r, true)))
+                {
+                    Some((rest, https)) => {
                         let addr = rest.strip_suffix("/v1").expect("readiness line ends in /v1").to_owned();
                         return Ok(Server {
                             child: self.child,
                             addr,
+                            https,
                             preamble,
                             stderr: std::sync::Mutex::new(self.stderr),
                         });
@@ -159,7 +166,9 @@ impl Starting {
                 Err(_) => {
                     let _ = self.child.kill();
                     let status = self.child.wait().ok();
-                    let err: Vec<String> = self.stderr.try_iter().collect();
+                    // What it said before it ended (the reader sees the pipe close soon after).
+                    let err: Vec<String> =
+                        std::iter::from_fn(|| self.stderr.recv_timeout(Duration::from_secs(2)).ok()).collect();
                     return Err(format!("no readiness line; status {status:?}, stderr: {}", err.join("\n")));
                 }
             }
