@@ -18,6 +18,7 @@ pub mod history;
 pub mod http;
 pub mod jsonapi;
 pub mod memory;
+pub mod metrics;
 pub mod mock;
 pub mod openapi;
 pub mod priority;

@@ -116,6 +116,18 @@ fn serve(args: ServeArgs) -> ExitCode {
             .await
             .map_err(|e| format!("cannot listen on {}:{}: {e}", args.host, args.port))?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let metrics = match &args.metrics_listen {
+            Some(at) => {
+                let listener = tokio::net::TcpListener::bind(at.as_str())
+                    .await
+                    .map_err(|e| format!("cannot listen for --metrics-listen on {at}: {e}"))?;
+                let bound = listener.local_addr().map_err(|e| e.to_string())?;
+                // Before the API's first request, so that every request is counted.
+                coursed::metrics::enable();
+                Some((listener, bound))
+            }
+            None => None,
+        };
         let mut out = std::io::stdout().lock();
         if let Some(t) = new_token.filter(|t| t.created) {
             let kept = t.kept.map_or("it lasts until coursed stops".to_owned(), |k| format!("stored {k}"));
@@ -126,6 +138,9 @@ fn serve(args: ServeArgs) -> ExitCode {
         let stop = shutdown_signal();
         // Likewise SIGHUP, which reads a renewed certificate again.
         let reloads = app.tls.clone().map(|tls| tokio::spawn(tls.watch()));
+        if let Some((_, bound)) = &metrics {
+            let _ = writeln!(out, "metrics on http://{bound}/metrics");
+        }
         // The readiness line: clients and scripts wait for it (and read the port from it).
         let _ = writeln!(out, "listening on {}://{addr}/v1", app.scheme());
         // Webhooks are delivered by every server; links in what they send are made from
@@ -150,9 +165,14 @@ fn serve(args: ServeArgs) -> ExitCode {
             Some(base) => Some(coursed::webhooks::deliver::spawn(app.db.clone(), base, Default::default())?),
             None => None,
         };
+        let app = Arc::new(app);
+        let metrics = metrics.map(|(listener, _)| tokio::spawn(coursed::metrics::serve(listener, app.clone())));
         let _ = out.flush();
         drop(out);
-        coursed::serve(listener, Arc::new(app), stop).await;
+        coursed::serve(listener, app, stop).await;
+        if let Some(metrics) = metrics {
+            metrics.abort();
+        }
         if let Some(reloads) = reloads {
             reloads.abort();
         }

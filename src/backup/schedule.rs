@@ -63,6 +63,8 @@ impl Schedule {
             let started = std::time::Instant::now();
             match super::backup(database, &path, true) {
                 Ok(counts) => {
+                    crate::metrics::M.backups_ok.inc();
+                    crate::metrics::M.backup_at.set(crate::time::now_ms());
                     log::info!(
                         "backup {} written ({counts}) in {:.1} s",
                         path.display(),
@@ -75,6 +77,7 @@ impl Schedule {
                     next = next_slot(crate::time::now_ms(), every);
                 }
                 Err(e) => {
+                    crate::metrics::M.backups_failed.inc();
                     let retry = crate::time::now_ms() + RETRY.as_millis() as i64;
                     next = retry.min(next_slot(crate::time::now_ms(), every));
                     log::error!(

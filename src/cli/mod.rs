@@ -115,6 +115,12 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_TLS_KEY", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
 
+    /// Serve GET /metrics (Prometheus' text format) on this address, e.g. 127.0.0.1:9464: never
+    /// on the API's port, and without a token, so bind it where only the scraper reaches.
+    /// Default: no metrics.
+    #[arg(long, env = "COURSED_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+
     /// Public origin for the links in responses, e.g. https://school.example (without /v1).
     /// Default: built from each request's Host header.
     #[arg(long, env = "COURSED_PUBLIC_URL")]

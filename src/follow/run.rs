@@ -301,6 +301,9 @@ impl Follow {
 
     /// Takes in what applying a batch did.
     fn settle(&mut self, applied: Result<Option<Applied>, Fault>) -> Result<(), Fault> {
+        if let Ok(Some(Applied::Moved { applied, .. })) = &applied {
+            crate::metrics::M.follow_applied.add(*applied);
+        }
         match applied {
             Ok(None) => {
                 self.caught_up(self.cursor.unwrap_or(0));

@@ -16,7 +16,7 @@ use warp::reply::Response;
 use warp::Filter;
 
 /// The route a request took, as the access log shows it: `/v1/subjects/{id}/chapters`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Template {
     Fixed(&'static str),
     Collection(&'static str),
@@ -40,8 +40,16 @@ impl Template {
     }
 }
 
-/// `r` marked, for the access log, with the route it took (`None`: a path that names nothing)
-/// and the caller (`None`: refused or unauthenticated). Only when the log is on (`on`):
+impl std::fmt::Display for Template {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut line = Vec::new();
+        self.push(&mut line);
+        f.write_str(&String::from_utf8_lossy(&line))
+    }
+}
+
+/// `r` marked, for the access log and the metrics, with the route it took (`None`: a path that
+/// names nothing) and the caller (`None`: refused or unauthenticated). Only when either is on (`on`):
 /// extensions are a map allocated on first insert, and nothing else reads these.
 pub fn marked(mut r: Response, on: bool, template: Option<Template>, caller: Option<Caller>) -> Response {
     if on {
@@ -115,11 +123,20 @@ pub fn logged<F>(
 where
     F: Filter<Extract = (Response,), Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
 {
-    let on = log.is_some();
+    let metrics = crate::metrics::enabled();
+    let on = log.is_some() || metrics;
     warp::any().map(move || on.then(Instant::now)).and(warp::method()).and(inner).map(
         move |start: Option<Instant>, method: Method, r: Response| {
-            if let (Some(log), Some(start)) = (&log, start) {
-                record(log, &method, &r, start.elapsed());
+            if let Some(start) = start {
+                let took = start.elapsed();
+                if let Some(log) = &log {
+                    record(log, &method, &r, took);
+                }
+                if metrics {
+                    let compressed = r.headers().contains_key(warp::http::header::CONTENT_ENCODING);
+                    let template = r.extensions().get::<Template>().copied();
+                    crate::metrics::M.request(template, &method, r.status().as_u16(), took, compressed);
+                }
             }
             r
         },

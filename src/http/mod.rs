@@ -6,7 +6,7 @@
 //! path with a wrong method is a 405 with `Allow`, never a fall-through. One `recover` turns the
 //! remaining rejections (no route, no token) into the same JSON:API error document.
 
-mod access;
+pub(crate) mod access;
 mod compress;
 mod conditional;
 pub mod console;
@@ -76,7 +76,8 @@ impl Req {
 pub fn routes(app: Arc<App>) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone {
     let web = app.web.clone();
     let log = app.access_log.clone();
-    let on = log.is_some();
+    // Requests are marked with their route and caller for the access log and the metrics.
+    let on = log.is_some() || crate::metrics::enabled();
     let fixed = move |path| move |r| access::marked(r, on, Some(Template::Fixed(path)), None);
     let openapi =
         warp::path!("v1" / "openapi.json").and(warp::method()).map(openapi::serve).map(fixed("/v1/openapi.json"));

@@ -80,6 +80,7 @@ pub async fn rejection(r: Rejection) -> Result<Response, Infallible> {
             Refusal::Unauthorized => Error::unauthorized(),
             Refusal::Failed(e) => e.clone(),
             Refusal::Throttled(wait) => {
+                crate::metrics::M.auth_throttled.inc();
                 let mut response = error_reply(&Error::throttled());
                 response.headers_mut().insert(RETRY_AFTER, HeaderValue::from(*wait));
                 return Ok(response);

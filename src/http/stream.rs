@@ -253,6 +253,7 @@ impl Subscriber {
             Some(e) => e.rendered(base, render),
             None => render(revision),
         };
+        crate::metrics::M.stream_events.inc();
         self.send(bytes).await
     }
 

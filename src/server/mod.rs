@@ -28,6 +28,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{watch, Notify, Semaphore};
 
 use crate::app::Limits;
+use crate::metrics::{Refused, M};
 use crate::App;
 use conn::{Standing, Watch};
 use watched::{Tracked, Watched};
@@ -80,6 +81,7 @@ impl Room {
         }
         let victim = silent.or(waiting);
         if let Some((_, w)) = victim {
+            M.refused(Refused::ForRoom);
             w.evicting.store(true, Relaxed);
             w.evict.notify_one();
             return Retry::WhenFreed;
@@ -141,6 +143,7 @@ pub async fn serve(
                 Err(e) => {
                     // Out of file descriptors and the like: wait a little instead of spinning.
                     log::warn!("accept failed: {e}");
+                    M.accept_errors.inc();
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -172,6 +175,8 @@ pub async fn serve(
             }
         };
         let _ = stream.set_nodelay(true);
+        M.connections_accepted.inc();
+        M.connections_open.add(1);
         let watch = Arc::new(Watch::new(room.clone()));
         let id = next_id;
         next_id += 1;
@@ -197,6 +202,7 @@ pub async fn serve(
                 serve_on(io).await;
             }
             room.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&id);
+            M.connections_open.add(-1);
             drop(slot);
         });
     }
@@ -230,10 +236,12 @@ async fn handshake(
             Ok(Ok(stream)) => Some(Box::new(stream)),
             Ok(Err(e)) => {
                 log::debug!("TLS handshake with {peer} failed: {e}");
+                M.refused(Refused::Handshake);
                 None
             }
             Err(_) => {
                 log::debug!("TLS handshake with {peer} not done in time");
+                M.refused(Refused::Handshake);
                 None
             }
         },

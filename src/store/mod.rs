@@ -200,6 +200,14 @@ impl Db {
         Ok(Source { db, _copy: copy })
     }
 
+    /// PostgreSQL's pool of connections: open, idle, and the most it opens (`None` on SQLite).
+    pub fn pool_use(&self) -> Option<(u32, u32, u32)> {
+        match &self.inner.engine {
+            Engine::Sqlite(_) => None,
+            Engine::Postgres(e) => Some(e.pool_use()),
+        }
+    }
+
     /// Runs a bounded read (point lookups, index-ordered pages). `f` may run more than once
     /// when the engine retries it on another connection.
     pub async fn read<T, F>(&self, f: F) -> Result<T>

@@ -76,6 +76,23 @@ impl Throttle {
         (b.left < 1.0).then(|| (((1.0 - b.left) / self.rate * 1000.0).round() as u64).div_ceil(1000).max(1))
     }
 
+    /// How many addresses may not try now (each address remembered is looked at: for a scrape
+    /// of the metrics, not for a request).
+    pub fn throttled_now(&self) -> usize {
+        if self.any_until.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        buckets
+            .values_mut()
+            .filter_map(|b| {
+                self.refill(b, now);
+                (b.left < 1.0).then_some(())
+            })
+            .count()
+    }
+
     /// Counts a failure of `addr`.
     pub fn failed(&self, addr: IpAddr) {
         self.failed_at(addr, Instant::now());

@@ -409,7 +409,10 @@ impl Delivery {
             ("webhook-signature", signature),
         ];
         match connection.post(&headers, body, self.settings.timeout).await {
-            Ok(status) if (200..300).contains(&status) => Ok(status),
+            Ok(status) if (200..300).contains(&status) => {
+                crate::metrics::M.webhook_delivered.inc();
+                Ok(status)
+            }
             Ok(status) => Err(self.failure(Some(status), format!("the receiver answered {status}"))),
             Err(e) => Err(self.failure(None, e)),
         }
@@ -417,6 +420,7 @@ impl Delivery {
 
     /// A failed attempt: tried again after the backoff of one more failure in a row.
     fn failure(&self, status: Option<u16>, error: String) -> Outcome {
+        crate::metrics::M.webhook_failed.inc();
         let wait = self.settings.backoff(self.webhook.failures + 1);
         Outcome::Failed {
             status,

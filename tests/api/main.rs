@@ -18,6 +18,7 @@ mod helpers;
 mod history;
 mod history_carried;
 mod include_fields;
+mod metrics;
 mod openapi;
 mod operations;
 mod pg_cluster;

@@ -138,6 +138,9 @@ pub struct Pending<T, F> {
     pub f: F,
     pub result: Option<Result<T>>,
     pub reply: tokio::sync::oneshot::Sender<Result<T>>,
+    /// When it was submitted, and when it first ran (for the metrics' wait and query time).
+    pub queued: std::time::Instant,
+    pub started: Option<std::time::Instant>,
 }
 
 impl<T, F> Job for Pending<T, F>
@@ -146,10 +149,14 @@ where
     F: FnMut(&mut dyn Tx) -> Result<T> + Send + 'static,
 {
     fn run_in(&mut self, tx: &mut dyn Tx) {
+        self.started.get_or_insert_with(std::time::Instant::now);
         self.result = Some(guarded(|| (self.f)(tx)));
     }
 
     fn answer(self: Box<Self>, failed: Option<Error>) {
+        if let Some(started) = self.started {
+            crate::metrics::M.db(crate::metrics::Work::Write, started - self.queued, started.elapsed());
+        }
         let result = match (failed, self.result) {
             (Some(e), _) => Err(e),
             (None, Some(result)) => result,
@@ -159,8 +166,11 @@ where
     }
 
     fn run_alone(self: Box<Self>, engine: &Engine) {
-        let Pending { mut f, reply, .. } = *self;
-        let _ = reply.send(run(&engine.pool, &engine.shared, &engine.name, Work::WriteOne, &mut f));
+        let Pending { mut f, reply, queued, .. } = *self;
+        let started = std::time::Instant::now();
+        let result = run(&engine.pool, &engine.shared, &engine.name, Work::WriteOne, &mut f);
+        crate::metrics::M.db(crate::metrics::Work::Write, started - queued, started.elapsed());
+        let _ = reply.send(result);
     }
 }
 

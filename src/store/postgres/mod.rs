@@ -110,6 +110,13 @@ impl Postgres {
         Ok(Postgres { engine: Some(engine), batcher: Arc::default(), feed_rounds: FeedRounds::default() })
     }
 
+    /// The pool's connections: open, idle, and the most it opens.
+    pub fn pool_use(&self) -> (u32, u32, u32) {
+        let pool = &self.engine().pool;
+        let state = pool.state();
+        (state.connections, state.idle_connections, pool.max_size())
+    }
+
     fn engine(&self) -> &Arc<Engine> {
         self.engine.as_ref().expect("the engine lives as long as the value")
     }
@@ -147,7 +154,10 @@ impl Postgres {
             Atomicity::OneStatement => {
                 // Committed with the one-statement writes of other requests (see batch.rs).
                 let (reply, answer) = tokio::sync::oneshot::channel();
-                self.batcher.submit(self.engine(), Box::new(Pending { f, result: None, reply }));
+                self.batcher.submit(
+                    self.engine(),
+                    Box::new(Pending { f, result: None, reply, queued: Instant::now(), started: None }),
+                );
                 answer.await.map_err(|_| Error::internal("a grouped write was dropped"))?
             }
         };
@@ -212,8 +222,18 @@ impl Postgres {
     {
         let engine = self.engine().clone();
         let name = engine.name.clone();
-        let running =
-            self.engine().workers.run(place, move || run(&engine.pool, &engine.shared, &engine.name, work, &mut f));
+        let queued = Instant::now();
+        let kind = match (work, place) {
+            (Work::Read, Queue::Later) => crate::metrics::Work::Scan,
+            (Work::Read, _) => crate::metrics::Work::Read,
+            _ => crate::metrics::Work::Write,
+        };
+        let running = self.engine().workers.run(place, move || {
+            let waited = queued.elapsed();
+            let done = run(&engine.pool, &engine.shared, &engine.name, work, &mut f);
+            crate::metrics::M.db(kind, waited, queued.elapsed() - waited);
+            done
+        });
         // Not run: every connection stayed busy for as long as work may wait.
         running.await.unwrap_or_else(|| {
             Err(Error::unavailable(format!("no connection to PostgreSQL at {name} came free in time")))
@@ -302,8 +322,13 @@ fn start_folding(engine: std::sync::Weak<Engine>) {
         let Some(engine) = engine.upgrade() else { return };
         let Ok(mut conn) = engine.pool.get() else { continue };
         match search::fold(&mut conn, 25) {
-            Ok(0) => {}
-            Ok(n) => log::debug!("folded {n} search changes into the word counts"),
+            Ok(n) => {
+                crate::metrics::M.search_folded.add(n);
+                crate::metrics::M.search_folded_at.set(crate::time::now_ms());
+                if n > 0 {
+                    log::debug!("folded {n} search changes into the word counts");
+                }
+            }
             // A lock held by a bulk load, say (a lost connection leaves the pool by itself).
             Err(e) => log::debug!("cannot fold search changes now: {e}"),
         }

@@ -329,6 +329,7 @@ fn checkpoint_loop(conn: Connection, woken: mpsc::Receiver<()>, progress: &Progr
                 }
                 last = done;
                 progress.report(generation, i32::try_from(done).unwrap_or(0));
+                crate::metrics::M.sqlite_checkpoint.time(started.elapsed());
                 log::trace!(
                     "checkpoint: {done} of {wal} WAL pages in the database file, {} µs",
                     started.elapsed().as_micros()

@@ -22,6 +22,7 @@ mod source;
 mod tx;
 mod writer;
 
+use crate::metrics::{Work, M};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
@@ -188,8 +189,12 @@ impl Sqlite {
         let mut pause = std::time::Duration::from_micros(200);
         loop {
             if let Some(conn) = self.pool().try_get() {
-                let left = self.timeout.saturating_sub(started.elapsed());
-                return deadline::within(left, || guarded(|| f(&mut SqliteTx { conn: &conn, shared: &self.shared })));
+                let waited = started.elapsed();
+                let left = self.timeout.saturating_sub(waited);
+                let read =
+                    deadline::within(left, || guarded(|| f(&mut SqliteTx { conn: &conn, shared: &self.shared })));
+                M.db(Work::Read, waited, started.elapsed() - waited);
+                return read;
             }
             if started.elapsed() >= self.timeout {
                 return Err(Error::unavailable("every reader stayed busy"));
@@ -223,8 +228,11 @@ impl Sqlite {
             crate::priority::lower();
             let conn = pool.get().map_err(Error::unavailable)?;
             // The wait for a reader counts against the request's time.
-            let left = timeout.saturating_sub(started.elapsed());
-            deadline::within(left, || guarded(|| f(&mut SqliteTx { conn: &conn, shared: &shared })))
+            let waited = started.elapsed();
+            let left = timeout.saturating_sub(waited);
+            let read = deadline::within(left, || guarded(|| f(&mut SqliteTx { conn: &conn, shared: &shared })));
+            M.db(Work::Scan, waited, started.elapsed() - waited);
+            read
         })
         .await
         .map_err(Error::internal)?
@@ -241,14 +249,18 @@ impl Sqlite {
             return Err(Error::storage_failed());
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let queued = std::time::Instant::now();
         let run: Run = Box::new(move |conn: Option<&mut dyn Tx>| {
+            M.sqlite_queue.add(-1);
             let Some(conn) = conn else {
                 let deliver: Deliver = Box::new(move |group: Result<()>| {
                     let _ = tx.send(group.and_then(|()| Err(Error::internal("a write was skipped"))));
                 });
                 return (false, deliver);
             };
+            let waited = queued.elapsed();
             let result = guarded(|| f(conn));
+            M.db(Work::Write, waited, queued.elapsed() - waited);
             let ok = result.is_ok();
             let deliver: Deliver = Box::new(move |committed: Result<()>| {
                 let _ = tx.send(result.and_then(|v| committed.map(|()| v)));
@@ -257,7 +269,11 @@ impl Sqlite {
         });
         let job = Job { ctx, run };
         let queue = self.jobs.as_ref().ok_or_else(|| Error::unavailable("database closed"))?;
-        queue.send(job).map_err(|_| Error::unavailable("the writer has stopped"))?;
+        M.sqlite_queue.add(1);
+        if queue.send(job).is_err() {
+            M.sqlite_queue.add(-1);
+            return Err(Error::unavailable("the writer has stopped"));
+        }
         rx.await.map_err(|_| Error::internal("the writer dropped a write"))?
     }
 }

@@ -133,6 +133,8 @@ fn group_loop(
             held = None;
         }
         log::trace!("committed a group of {size} writes in {} µs", started.elapsed().as_micros());
+        crate::metrics::M.sqlite_group.0.observe(size as f64);
+        crate::metrics::M.sqlite_commit.time(started.elapsed());
         // Writes left unrun because the group failed get the group's error.
         delivers.extend(group.into_iter().map(|job| (job.run)(None).1));
         finish(Committed { delivers, outcome, group: number });
@@ -178,6 +180,7 @@ fn flush_loop(mut wal: WalFile, committed: mpsc::Receiver<Committed>, shared: &S
                 failed.set(e);
             }
             log::trace!("flushed {} groups in {} µs", batch.len(), started.elapsed().as_micros());
+            crate::metrics::M.sqlite_sync.time(started.elapsed());
         }
         // On the disk (or rolled back, with nothing to sync): readers of the feed may be served
         // them, before their writers are answered. Never after a failed sync.
