@@ -26,6 +26,9 @@ use std::time::{Duration, Instant};
 /// started is killed).
 const PAGE_LIMIT: Duration = Duration::from_secs(120);
 
+/// What the examples run besides coursed and the shell's own tools.
+const TOOLS: [&str; 4] = ["curl", "jq", "openssl", "python3"];
+
 /// Pages that other changes add, linked to before they land.
 const PENDING_PAGES: [&str; 2] = ["docs/upgrading.md", "docs/install-debian.md"];
 
@@ -241,6 +244,18 @@ fn run_page(root: &Path, name: &str, bin_dir: &Path) -> Outcome {
 fn every_sh_block_of_the_readme_and_docs_runs_as_written() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let bin_dir = PathBuf::from(env!("CARGO_BIN_EXE_coursed")).parent().unwrap().to_owned();
+    // What the examples use besides coursed: said once here rather than as "command not found"
+    // in the middle of a page.
+    let missing: Vec<&str> = TOOLS
+        .into_iter()
+        .filter(|tool| {
+            !Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().unwrap().status.success()
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the manual's examples need {missing:?} (on Debian: apt-get install curl jq openssl python3)"
+    );
     let started = Instant::now();
     let outcomes: Vec<Outcome> = std::thread::scope(|s| {
         let handles: Vec<_> = pages(root)
