@@ -10,6 +10,7 @@ mod connections;
 mod console;
 mod copy;
 mod differential;
+mod docs;
 mod engines;
 mod errors;
 mod files;
