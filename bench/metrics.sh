@@ -8,9 +8,9 @@ set -euo pipefail
 during_rounds() {
   local at
   at=$(grep -o 'metrics on http://[^ ]*' "$1/a.out" | sed 's/metrics on //')
-  while curl -sf "$at" >"$1/scraped"; do sleep 1; done
+  while curl -sf -o "$1/scraping" "$at" && mv "$1/scraping" "$1/scraped"; do sleep 1; done
 }
 after_rounds() {
-  echo "requests A counted: $(grep -o 'coursed_http_requests_total{[^}]*} [0-9]*' "$1/scraped" | awk '{s += $2} END {print s}')"
+  echo "requests A counted by its metrics: $(awk '/^coursed_http_requests_total/ {s += $NF} END {print s}' "$1/scraped")"
 }
 . "$(dirname "$0")/w1-pair.sh" "--access-log off --metrics-listen 127.0.0.1:0" "--access-log off"
