@@ -64,9 +64,13 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<tokens::Bootstrap>), 
     let mut accepted = Tokens::new(list);
     let mut bootstrap = None;
     if accepted.is_empty() {
-        let b = tokens::bootstrap(&db, &path).await?;
-        accepted = Tokens::new(b.tokens.clone()).named(tokens::BOOTSTRAP);
-        bootstrap = Some(b);
+        match tokens::bootstrap(&db, &path).await? {
+            Some(b) => {
+                accepted = Tokens::new(b.tokens.clone()).named(tokens::BOOTSTRAP);
+                bootstrap = Some(b);
+            }
+            None => log::info!("no token configured: the database's own tokens are accepted (coursed token list)"),
+        }
     }
 
     if args.max_streams >= args.max_connections {

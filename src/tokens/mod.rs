@@ -3,7 +3,8 @@
 //! Two kinds, both accepted at once:
 //! * configured tokens, from `--token`, `--tokens-file` or `COURSED_TOKENS` (named `config`),
 //!   or, with none configured, the one the first start generates, keeps in a file beside the
-//!   database (mode 0600) or in the PostgreSQL database, and prints once (named `bootstrap`).
+//!   database (mode 0600) or in the PostgreSQL database, and prints once (named `bootstrap`;
+//!   none when the database held tokens of its own before its first start).
 //!   They have full access and are checked in memory;
 //! * tokens made by `coursed token create`, kept hashed in the database with a name, a scope
 //!   and maybe an expiry ([`secret`], [`store`]), which every process reads at each request, so
@@ -156,18 +157,28 @@ pub struct Bootstrap {
 /// (and every replica) finds it: in the database when it keeps settings (PostgreSQL), else
 /// beside the database file in `<database>.tokens` (mode 0600); an in-memory database keeps
 /// none. `database` is the `--database` given.
-pub async fn bootstrap(db: &crate::store::Db, database: &str) -> Result<Bootstrap, String> {
+///
+/// None when the database holds tokens of its own (`coursed token create` made them before
+/// the first start, as a package's installation does) and no earlier start generated one:
+/// there is a way in already, and a generated token would be one more full-access token kept
+/// in plain text (and printed to the log). One generated earlier is still read back.
+pub async fn bootstrap(db: &crate::store::Db, database: &str) -> Result<Option<Bootstrap>, String> {
+    if database != ":memory:" && !generated_before(db, database).await? && holds_tokens(db).await? {
+        return Ok(None);
+    }
     let candidate = generate();
     let kept = db.keep_setting("bootstrap_token", candidate.clone()).await;
     match kept.map_err(|e| format!("cannot keep the generated token in the database: {e}"))? {
         Some((token, created)) => {
-            return Ok(Bootstrap {
+            return Ok(Some(Bootstrap {
                 tokens: vec![token],
                 created,
                 kept: Some("in the database, for every replica".into()),
-            })
+            }))
         }
-        None if database == ":memory:" => return Ok(Bootstrap { tokens: vec![candidate], created: true, kept: None }),
+        None if database == ":memory:" => {
+            return Ok(Some(Bootstrap { tokens: vec![candidate], created: true, kept: None }))
+        }
         None => {}
     }
     let path = bootstrap_path(database);
@@ -177,10 +188,31 @@ pub async fn bootstrap(db: &crate::store::Db, database: &str) -> Result<Bootstra
         if tokens.is_empty() {
             return Err(format!("tokens file {} holds no token; add one or remove the file", path.display()));
         }
-        return Ok(Bootstrap { tokens, created: false, kept });
+        return Ok(Some(Bootstrap { tokens, created: false, kept }));
     }
     store_new(&path, &candidate)?;
-    Ok(Bootstrap { tokens: vec![candidate], created: true, kept })
+    Ok(Some(Bootstrap { tokens: vec![candidate], created: true, kept }))
+}
+
+/// Whether an earlier start of `database` generated a token (kept in the database on
+/// PostgreSQL, beside the file on SQLite).
+async fn generated_before(db: &crate::store::Db, database: &str) -> Result<bool, String> {
+    if !crate::store::is_postgres_url(database) {
+        return Ok(bootstrap_path(database).exists());
+    }
+    db.read(|tx| {
+        let name = crate::store::Value::Text("bootstrap_token".into());
+        Ok(tx.exists("SELECT 1 FROM coursed_settings WHERE name = ?", &[name])?)
+    })
+    .await
+    .map_err(|e| format!("cannot read the settings of the database: {e}"))
+}
+
+/// Whether the database holds tokens made by `coursed token create` (revoked ones are deleted).
+async fn holds_tokens(db: &crate::store::Db) -> Result<bool, String> {
+    db.read(|tx| Ok(tx.exists("SELECT 1 FROM coursed_tokens LIMIT 1", &[])?))
+        .await
+        .map_err(|e| format!("cannot read the tokens of the database: {e}"))
 }
 
 /// Where the generated token of `database` is kept: beside it, as `<database>.tokens`.

@@ -129,6 +129,12 @@ fn replicas_share_the_token_generated_at_the_first_start() {
 }
 
 #[test]
+fn a_database_with_tokens_of_its_own_gets_no_generated_token() {
+    let Some(server) = pg_cluster::server() else { return };
+    crate::binary::no_token_is_generated_beside_tokens_of_its_own(|| server.fresh_database());
+}
+
+#[test]
 fn a_replica_killed_with_sigkill_loses_nothing_it_acknowledged() {
     let Some(server) = pg_cluster::server() else { return };
     let database = server.fresh_database();
