@@ -30,7 +30,7 @@ const PAGE_LIMIT: Duration = Duration::from_secs(120);
 const TOOLS: [&str; 4] = ["curl", "jq", "openssl", "python3"];
 
 /// Pages that other changes add, linked to before they land.
-const PENDING_PAGES: [&str; 2] = ["docs/upgrading.md", "docs/install-debian.md"];
+const PENDING_PAGES: [&str; 1] = ["docs/upgrading.md"];
 
 #[derive(Debug, PartialEq)]
 struct Block {
