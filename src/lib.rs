@@ -52,12 +52,19 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<tokens::Bootstrap>), 
     let mut opts = store::Options::new(&path, args.durability);
     opts.wait = args.database_wait;
     opts.request_timeout = args.request_timeout;
+    opts.before_migration = match args.backup_before_migrate {
+        cli::Switch::On => store::BeforeMigration::Backup { dir: args.backup_dir.clone() },
+        cli::Switch::Off => store::BeforeMigration::Migrate,
+    };
     let db = tokio::task::spawn_blocking(move || store::Db::open(&opts)).await.map_err(|e| e.to_string())??;
     if args.mock {
         mock::seed(&db).await?;
     }
 
     let mut list = args.tokens.clone();
+    tokens::first::warn_weak(args.tokens.iter().enumerate().filter(|(_, t)| !t.trim().is_empty()).map(|(i, t)| {
+        (format!("the {} token given with --token or COURSED_TOKENS", tokens::first::ordinal(i + 1)), t.as_str())
+    }));
     if let Some(file) = &args.tokens_file {
         list.extend(tokens::read_file(file)?);
     }
@@ -103,8 +110,8 @@ pub async fn open(args: &ServeArgs) -> Result<(App, Option<tokens::Bootstrap>), 
             idle_timeout: args.idle_timeout,
             max_connections: args.max_connections as usize,
         },
-        access_log: (args.access_log == cli::Switch::On && args.log_level >= log::LevelFilter::Info)
-            .then(app::AccessLog::stderr),
+        access_log: (args.access_log != cli::AccessLogSwitch::Off && args.log_level >= log::LevelFilter::Info)
+            .then(|| app::AccessLog::stderr(args.access_log == cli::AccessLogSwitch::All)),
         auth,
         streams: Arc::new(app::Streams::new(args.max_streams as usize)),
         tls,

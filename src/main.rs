@@ -10,7 +10,19 @@ use coursed::dataset;
 
 fn main() -> ExitCode {
     let started = std::time::Instant::now();
-    let filled = match Cli::parse().command {
+    let command = Cli::parse().command;
+    if !matches!(command, Command::Serve(_)) {
+        // What a command must tell beyond its result (a backup taken before a migration) is
+        // logged at warn; no times, the command's run is short.
+        let config = simplelog::ConfigBuilder::new()
+            .set_time_level(log::LevelFilter::Off)
+            .set_target_level(log::LevelFilter::Off)
+            .set_thread_level(log::LevelFilter::Off)
+            .add_filter_allow_str("coursed")
+            .build();
+        let _ = simplelog::WriteLogger::init(log::LevelFilter::Warn, config, std::io::stderr());
+    }
+    let filled = match command {
         Command::Serve(args) => return serve(args),
         Command::Load(a) => dataset::load(&a.database, &a.file, a.ids_dir.as_deref())
             .map(|c| format!("{}: {c}", coursed::store::display_name(&a.database))),
@@ -129,9 +141,19 @@ fn serve(args: ServeArgs) -> ExitCode {
             None => None,
         };
         let mut out = std::io::stdout().lock();
-        if let Some(t) = new_token.filter(|t| t.created) {
-            let kept = t.kept.map_or("it lasts until coursed stops".to_owned(), |k| format!("stored {k}"));
-            let _ = writeln!(out, "no token configured: generated one ({kept}):\n{}", t.tokens.join("\n"));
+        use coursed::tokens::first::{first_request, Accepted};
+        let accepted = match &new_token {
+            Some(t) if t.created => {
+                let _ = writeln!(out, "no token configured: generated one ({}):\n{}", t.kept, t.tokens.join("\n"));
+                Accepted::Generated(&t.tokens[0])
+            }
+            Some(t) => Accepted::Kept(&t.kept),
+            None => Accepted::Configured { file: args.tokens_file.as_deref() },
+        };
+        // Before the readiness line, which scripts take for the last: a request that works as
+        // printed, and no token unless this start made it (it was printed just above).
+        for line in first_request(app.scheme(), addr, &accepted) {
+            let _ = writeln!(out, "{line}");
         }
         // SIGTERM and SIGINT are watched from before the readiness line: one sent as soon as it
         // is printed stops the server gracefully, not by the signal's default action.

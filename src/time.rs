@@ -43,6 +43,13 @@ pub fn format_ms(ms: i64) -> String {
     )
 }
 
+/// Milliseconds since the epoch as a UTC time fit for a file name, to the second:
+/// `20261123T061500Z`.
+pub fn file_stamp(ms: i64) -> String {
+    let stamp: String = format_ms(ms)[..19].chars().filter(|c| *c != '-' && *c != ':').collect();
+    format!("{stamp}Z")
+}
+
 /// Parses the form [`format_ms`] writes (the fraction may have 0 to 9 digits; `Z` only).
 pub fn parse_ms(s: &str) -> Option<i64> {
     let b = s.as_bytes();

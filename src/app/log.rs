@@ -19,6 +19,9 @@ const MAX_PENDING: usize = 16 << 20;
 pub struct AccessLog {
     shared: Arc<Shared>,
     writer: Option<std::thread::JoinHandle<()>>,
+    /// Whether the health checks (`/healthz`, `/readyz`) are logged: a load balancer sends one
+    /// every few seconds per server, which would bury the requests of clients.
+    pub health_checks: bool,
 }
 
 struct Shared {
@@ -40,11 +43,13 @@ struct Pending {
 
 impl AccessLog {
     /// A log written to stderr, beside the other logs.
-    pub fn stderr() -> Arc<AccessLog> {
-        Arc::new(AccessLog::new(Box::new(std::io::stderr())))
+    pub fn stderr(health_checks: bool) -> Arc<AccessLog> {
+        let mut log = AccessLog::new(Box::new(std::io::stderr()));
+        log.health_checks = health_checks;
+        Arc::new(log)
     }
 
-    /// A log written to `sink` by a thread of its own.
+    /// A log written to `sink` by a thread of its own, without the health checks.
     pub fn new(sink: Box<dyn Write + Send>) -> AccessLog {
         let shared = Arc::new(Shared { pending: Mutex::default(), wake: Condvar::new(), sink: Mutex::new(sink) });
         let writing = shared.clone();
@@ -55,7 +60,7 @@ impl AccessLog {
                 log::error!("cannot start the access log's thread ({e}); lines are written when the server stops")
             })
             .ok();
-        AccessLog { shared, writer }
+        AccessLog { shared, writer, health_checks: false }
     }
 
     /// Appends one line: the time `ms` and `[INFO] access `, what `write` writes, and a newline.

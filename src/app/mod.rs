@@ -49,6 +49,42 @@ pub struct App {
     pub follow: Arc<crate::follow::Status>,
     /// HTTPS, when served: the certificate, read again when renewed.
     pub tls: Option<Arc<crate::server::tls::Tls>>,
+    /// Whether the database answered the last readiness check, so that only changes are logged.
+    pub readiness: Arc<Readiness>,
+}
+
+/// The outcome of the latest readiness check: since when the database has not answered, if it
+/// has not.
+#[derive(Debug, Default)]
+pub struct Readiness {
+    down_since: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// A change of the database's readiness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadinessChange {
+    /// It stopped answering.
+    Lost,
+    /// It answers again, after this long.
+    Back(std::time::Duration),
+}
+
+impl Readiness {
+    /// Notes whether the database answered a check; says so when that changed.
+    pub fn note(&self, answered: bool) -> Option<ReadinessChange> {
+        let mut down = self.down_since.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match (answered, *down) {
+            (false, None) => {
+                *down = Some(std::time::Instant::now());
+                Some(ReadinessChange::Lost)
+            }
+            (true, Some(since)) => {
+                *down = None;
+                Some(ReadinessChange::Back(since.elapsed()))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// What a handler may tell the connection it answers on (the server implements it; `http`
@@ -88,6 +124,7 @@ impl App {
             streams: Arc::new(Streams::new(streams::DEFAULT_MAX_STREAMS)),
             follow: Arc::default(),
             tls: None,
+            readiness: Arc::default(),
         }
     }
 
@@ -129,4 +166,19 @@ pub fn invalid_host() -> Error {
         "The request needs one valid `Host` header (host name or address, optional port); links are built from it.",
     )
     .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Readiness, ReadinessChange};
+
+    #[test]
+    fn only_changes_of_readiness_are_told() {
+        let r = Readiness::default();
+        assert_eq!(r.note(true), None, "ready from the start");
+        assert_eq!(r.note(false), Some(ReadinessChange::Lost));
+        assert_eq!(r.note(false), None);
+        assert!(matches!(r.note(true), Some(ReadinessChange::Back(_))));
+        assert_eq!(r.note(true), None);
+    }
 }

@@ -98,8 +98,7 @@ fn next_slot(now: i64, every: i64) -> i64 {
 
 /// `coursed-20261123T061500Z.db` for the time `ms` (milliseconds since the epoch).
 pub fn backup_name(ms: i64) -> String {
-    let stamp: String = crate::time::format_ms(ms)[..19].chars().filter(|c| *c != '-' && *c != ':').collect();
-    format!("coursed-{stamp}Z.db")
+    format!("coursed-{}.db", crate::time::file_stamp(ms))
 }
 
 /// Whether `name` is one [`backup_name`] makes (only those are ever removed).
@@ -135,7 +134,15 @@ mod tests {
         let name = backup_name(1_795_414_500_000);
         assert_eq!(name, "coursed-20261123T061500Z.db");
         assert!(is_backup_name(&name));
-        for other in ["coursed-20261123T061500Z.db-wal", ".coursed-20261123T061500Z.db.partial-1", "coursed.db"] {
+        // A backup taken before a migration is kept until its owner removes it.
+        let before_migration = crate::store::upgrade::backup_path(Path::new("coursed.db"), 5, None, 1_795_414_500_000);
+        let before_migration = before_migration.to_str().unwrap();
+        for other in [
+            "coursed-20261123T061500Z.db-wal",
+            ".coursed-20261123T061500Z.db.partial-1",
+            "coursed.db",
+            before_migration,
+        ] {
             assert!(!is_backup_name(other), "{other}");
         }
         assert_eq!(next_slot(1_000, 6 * 3_600_000), 6 * 3_600_000);

@@ -69,8 +69,8 @@ impl std::fmt::Display for Imported {
 /// Imports the bundle `input` (a file, or `-` for stdin) into `database`: an empty database,
 /// or any with `merge`. One transaction: any bad line leaves the target as it was.
 pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, String> {
-    if opts.dry_run && !crate::store::is_postgres_url(database) && !std::path::Path::new(database).is_file() {
-        return Err(format!("there is no database at {database}"));
+    if opts.dry_run {
+        crate::store::require_existing(database, crate::store::DATABASE_FLAG)?;
     }
     let (reader, size): (Box<dyn Read>, u64) = if input == "-" {
         (Box::new(std::io::stdin().lock()), 0)
@@ -183,7 +183,7 @@ pub fn import(database: &str, input: &str, opts: Options) -> Result<Imported, St
     });
     if imported.is_err() && new_file {
         // A failed import into a file it created leaves no empty database behind.
-        crate::backup::remove_with_sidecars(std::path::Path::new(database));
+        crate::store::remove_sqlite_file(std::path::Path::new(database));
     }
     imported
 }
@@ -352,7 +352,7 @@ fn import_delta<R: Read>(database: &str, mut lines: Lines<R>, delta: Delta, dry_
         Ok(Imported { applied: Some((applied, at)), ..Imported::default() })
     });
     if applied.is_err() && new_file {
-        crate::backup::remove_with_sidecars(std::path::Path::new(database));
+        crate::store::remove_sqlite_file(std::path::Path::new(database));
     }
     applied
 }

@@ -80,9 +80,7 @@ impl std::fmt::Display for Exported {
 /// stdout), with every revision it keeps, or as a delta, as `contents` says. A file is written
 /// under a temporary name and renamed when complete; an existing one is refused unless `force`.
 pub fn export(database: &str, output: &str, force: bool, contents: Contents) -> Result<Exported, String> {
-    if !crate::store::is_postgres_url(database) && !Path::new(database).is_file() {
-        return Err(format!("there is no database at {database}"));
-    }
+    crate::store::require_existing(database, crate::store::DATABASE_FLAG)?;
     let mut opts = crate::store::Options::new(database, Durability::Full);
     opts.wait = crate::store::COMMAND_WAIT;
     let source = Db::open_source(&opts)?;

@@ -175,6 +175,14 @@ pub struct ServeArgs {
     #[arg(long, env = "COURSED_BACKUP_EVERY", default_value = "6h", value_parser = parse_duration)]
     pub backup_every: std::time::Duration,
 
+    /// on: before migrating a database that holds data to a newer schema (which cannot be
+    /// undone), a SQLite file is backed up into --backup-dir, else beside it, as
+    /// <file>.schema-<version>-<UTC time>.db (the migration is refused if that fails), and a
+    /// PostgreSQL database is not migrated (back it up with pg_dump first); off: migrate
+    /// without (you hold a backup).
+    #[arg(long, env = "COURSED_BACKUP_BEFORE_MIGRATE", value_enum, default_value = "on")]
+    pub backup_before_migrate: Switch,
+
     /// How long the history of changes is kept, e.g. 400d; pruned every hour (each resource
     /// keeps its newest revision). off: kept for ever.
     #[arg(long, env = "COURSED_HISTORY_KEEP", default_value = "off", value_parser = parse_keep)]
@@ -231,9 +239,20 @@ pub struct ServeArgs {
     pub follow_token: Option<String>,
 
     /// on: one line per request on stderr (at log level info): method, route template, status,
-    /// duration, response bytes and the name of the caller's token; off: none.
+    /// duration, response bytes and the name of the caller's token, except the health checks
+    /// (/healthz, /readyz) that load balancers send every few seconds; all: those too; off: none.
     #[arg(long, env = "COURSED_ACCESS_LOG", value_enum, default_value = "on")]
-    pub access_log: Switch,
+    pub access_log: AccessLogSwitch,
+}
+
+/// What the access log records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccessLogSwitch {
+    /// Every request but the health checks.
+    On,
+    /// Every request, the health checks too.
+    All,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

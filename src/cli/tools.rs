@@ -19,7 +19,7 @@ pub enum TokenCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct TokenCreateArgs {
-    /// The database: a SQLite file (created if missing) or a postgres:// URL.
+    /// The server's database: a SQLite file, which must exist, or a postgres:// URL.
     #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
     pub database: String,
     /// A unique name for the token (1 to 64 ASCII letters, digits, '.', '_', '-', '@'); logs name it.
@@ -213,7 +213,7 @@ pub enum WebhookCommand {
 
 #[derive(Debug, Clone, Args)]
 pub struct WebhookAddArgs {
-    /// The database: a SQLite file (created if missing) or a postgres:// URL.
+    /// The server's database: a SQLite file, which must exist, or a postgres:// URL.
     #[arg(long, env = "COURSED_DATABASE", default_value = "./coursed.db")]
     pub database: String,
     /// Where to POST: http:// or https:// (checked against the system's certificate authorities).

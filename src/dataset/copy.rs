@@ -33,9 +33,7 @@ pub fn copy_with(from: &str, to: &str, replace: bool, tokens: bool) -> Result<Co
         return Err("--from and --to name the same database".into());
     }
     // Opening a SQLite path creates the file: a mistyped source would copy nothing, silently.
-    if !crate::store::is_postgres_url(from) && !std::path::Path::new(from).exists() {
-        return Err(format!("there is no database at {from}"));
-    }
+    crate::store::require_existing(from, "--from")?;
     let mut opts = Options::new(from, Durability::Full);
     opts.wait = crate::store::COMMAND_WAIT;
     let opened = Db::open_source(&opts).map_err(|e| format!("source: {e}"))?;

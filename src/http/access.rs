@@ -66,6 +66,9 @@ pub fn marked(mut r: Response, on: bool, template: Option<Template>, caller: Opt
 /// Records one answered request in `log`: formatted straight into the log's buffer.
 pub fn record(log: &AccessLog, method: &Method, r: &Response, took: Duration) {
     let template = r.extensions().get::<Template>();
+    if !log.health_checks && matches!(template, Some(Template::Fixed("/healthz" | "/readyz"))) {
+        return;
+    }
     // The caller's token name, which authentication puts into the response's extensions.
     let name = r.extensions().get::<Caller>().map_or("-", |c| &*c.name);
     let bytes = http_body::Body::size_hint(r.body()).exact();

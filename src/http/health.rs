@@ -10,7 +10,7 @@ use warp::reply::Response;
 
 use super::reply::{error_reply, options};
 use super::READ_ONLY;
-use crate::app::App;
+use crate::app::{App, ReadinessChange};
 use crate::error::Error;
 
 /// How long `/readyz` waits for the database before calling it not ready.
@@ -39,22 +39,31 @@ pub async fn readyz(method: Method, app: Arc<App>) -> Response {
         r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         return r;
     }
-    match tokio::time::timeout(READY_WITHIN, app.db.ready()).await {
-        Ok(true) => match app.follow.meta(&app.db).await {
-            // How far behind the catalogue it follows this one is.
-            Some(follow) => {
-                let body = serde_json::json!({"status": "ready", "follow": follow}).to_string();
-                let mut r = Response::new(body.into());
-                r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-                r
-            }
-            None => reply(StatusCode::OK, r#"{"status":"ready"}"#),
-        },
-        _ => {
-            let mut r = reply(StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"unavailable"}"#);
-            r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    let answered = matches!(tokio::time::timeout(READY_WITHIN, app.db.ready()).await, Ok(true));
+    match app.readiness.note(answered) {
+        Some(ReadinessChange::Lost) => log::warn!(
+            "the database does not answer: /readyz answers 503 until it does (a load balancer takes this server \
+             out meanwhile), and requests that need it get 503 with Retry-After"
+        ),
+        Some(ReadinessChange::Back(after)) => {
+            log::warn!("the database answers again, after {:.0} s: /readyz answers 200", after.as_secs_f64())
+        }
+        None => {}
+    }
+    if !answered {
+        let mut r = reply(StatusCode::SERVICE_UNAVAILABLE, r#"{"status":"unavailable"}"#);
+        r.headers_mut().insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    }
+    match app.follow.meta(&app.db).await {
+        // How far behind the catalogue it follows this one is.
+        Some(follow) => {
+            let body = serde_json::json!({"status": "ready", "follow": follow}).to_string();
+            let mut r = Response::new(body.into());
+            r.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
             r
         }
+        None => reply(StatusCode::OK, r#"{"status":"ready"}"#),
     }
 }
 

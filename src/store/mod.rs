@@ -20,6 +20,7 @@ pub mod search;
 mod search_index;
 pub mod select;
 pub mod tx;
+pub mod upgrade;
 pub mod write;
 
 mod postgres;
@@ -32,6 +33,7 @@ use self::paging::PageIndex;
 pub use self::select::{Fields, Record, Selection};
 use self::tx::Shared;
 pub use self::tx::{snapshot, Cell, DbError, Row, Tx, Value};
+pub use self::upgrade::BeforeMigration;
 use crate::error::Result;
 
 /// How hard a commit waits for the disk (SQLite; PostgreSQL follows its server's settings).
@@ -65,6 +67,8 @@ pub struct Options {
     /// How long a request's reads may run (SQLite) or each statement (PostgreSQL), and how
     /// long a read waits for a connection.
     pub request_timeout: Duration,
+    /// What is done before migrating a database that holds data (a backup, by default).
+    pub before_migration: BeforeMigration,
 }
 
 impl Options {
@@ -76,6 +80,7 @@ impl Options {
             count_statements: false,
             wait: Duration::from_secs(60),
             request_timeout: Duration::from_secs(10),
+            before_migration: BeforeMigration::default(),
         }
     }
 
@@ -194,7 +199,12 @@ impl Db {
         }
         let copy = sqlite::migratable(&opts.path)?;
         let db = match &copy {
-            Some(c) => Db::open(&Options { path: c.path.to_string_lossy().into_owned(), ..opts.clone() })?,
+            // A private copy, removed afterwards: nothing to keep a backup of.
+            Some(c) => Db::open(&Options {
+                path: c.path.to_string_lossy().into_owned(),
+                before_migration: BeforeMigration::Migrate,
+                ..opts.clone()
+            })?,
             None => Db::open(opts)?,
         };
         Ok(Source { db, _copy: copy })
@@ -386,8 +396,8 @@ pub fn on_command_database<T>(
     create: bool,
     f: impl AsyncFnOnce(&Db) -> Result<T>,
 ) -> std::result::Result<T, String> {
-    if !create && !is_postgres_url(database) && !std::path::Path::new(database).exists() {
-        return Err(format!("there is no database at {database}"));
+    if !create {
+        require_existing(database, DATABASE_FLAG)?;
     }
     let mut opts = Options::new(database, Durability::Full);
     opts.wait = COMMAND_WAIT;
@@ -402,13 +412,28 @@ pub fn on_command_database<T>(
     done.map_err(|e| format!("{}: {e}", display_name(database)))
 }
 
+/// Refuses a SQLite file that does not exist, for a command that must not create one: a missing
+/// or mistyped `--database` would otherwise make a new, empty database beside the server's.
+/// `named_by` says how to name another (`--database or COURSED_DATABASE`).
+pub fn require_existing(database: &str, named_by: &str) -> std::result::Result<(), String> {
+    if is_postgres_url(database) || database == ":memory:" || std::path::Path::new(database).exists() {
+        return Ok(());
+    }
+    let shown = std::path::absolute(database).map_or_else(|_| database.to_owned(), |p| p.display().to_string());
+    Err(format!(
+        "there is no database at {shown}, and this command creates none: name the server's database with {named_by}"
+    ))
+}
+
+/// How the commands name their database.
+pub const DATABASE_FLAG: &str = "--database or COURSED_DATABASE";
+
 /// What a command keeps in the database (tokens, webhooks) read or written in one transaction
-/// by `f`: [`on_command_database`], refusing `:memory:` (what is kept there vanishes with the
-/// process; `kept` names it in the message).
+/// by `f`: [`on_command_database`] on a database that exists, refusing `:memory:` (what is kept
+/// there vanishes with the process; `kept` names it in the message).
 pub fn on_command_tx<T: Send + 'static>(
     database: &str,
     kept: &str,
-    create: bool,
     write: bool,
     // FnMut: PostgreSQL may run a write again after a serialization failure.
     mut f: impl FnMut(&mut dyn Tx) -> std::result::Result<T, DbError> + Send + 'static,
@@ -416,7 +441,7 @@ pub fn on_command_tx<T: Send + 'static>(
     if database == ":memory:" {
         return Err(format!("{kept} of a :memory: database vanish with the process; name a file or a postgres:// URL"));
     }
-    on_command_database(database, create, async move |db: &Db| {
+    on_command_database(database, false, async move |db: &Db| {
         if write {
             db.write(&WriteContext::system("coursed"), move |tx| Ok(f(tx)?)).await
         } else {
@@ -431,8 +456,17 @@ pub fn snapshot_sqlite(path: &str, dest: &std::path::Path) -> std::result::Resul
     sqlite::snapshot_into(path, dest)
 }
 
-/// Makes the new SQLite file `path` self-contained (no `-wal` beside it), checks it (`PRAGMA
-/// integrity_check`) and counts its resources. Blocks.
-pub fn seal_sqlite(path: &std::path::Path) -> std::result::Result<bulk::Counts, String> {
-    sqlite::seal(path)
+/// Writes the new SQLite file `output` with `fill` (handed a temporary name beside it), then
+/// checks it (`PRAGMA integrity_check`), counts its resources, flushes it and renames it to
+/// `output`; on failure nothing is left. Blocks.
+pub fn write_sqlite_file(
+    output: &std::path::Path,
+    fill: impl FnOnce(&std::path::Path) -> std::result::Result<(), String>,
+) -> std::result::Result<bulk::Counts, String> {
+    sqlite::write_new(output, fill)
+}
+
+/// Removes the SQLite file `path` and whatever journal files it has beside it.
+pub fn remove_sqlite_file(path: &std::path::Path) {
+    sqlite::remove_with_sidecars(path)
 }

@@ -13,8 +13,8 @@ pub struct Created {
     pub listed: Listed,
 }
 
-/// Creates the token `name` in `database` (a SQLite file is created when missing, so that
-/// tokens can be made before the first start).
+/// Creates the token `name` in `database`, which must exist: a token made in a new file beside
+/// the server's database would be refused by the server.
 pub fn create(database: &str, name: &str, scope: Scope, expires: Option<Duration>) -> Result<Created, String> {
     check_name(name)?;
     if expires.is_some_and(|d| d.as_millis() == 0) {
@@ -25,7 +25,7 @@ pub fn create(database: &str, name: &str, scope: Scope, expires: Option<Duration
     let now = crate::time::now_ms();
     let expires_at = expires.map(|d| now.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
     let owned = name.to_owned();
-    let taken = on_database(database, true, move |tx| {
+    let taken = on_database(database, move |tx| {
         if store::name_taken(tx, &owned)? {
             return Ok(true);
         }
@@ -46,13 +46,13 @@ pub fn create(database: &str, name: &str, scope: Scope, expires: Option<Duration
 
 /// Every token of `database`, by name.
 pub fn list(database: &str) -> Result<Vec<Listed>, String> {
-    on_database(database, false, |tx| store::list(tx))
+    on_database(database, |tx| store::list(tx))
 }
 
 /// Revokes (deletes) the token `name`: every server refuses it from its next request on.
 pub fn revoke(database: &str, name: &str) -> Result<(), String> {
     let owned = name.to_owned();
-    if on_database(database, false, move |tx| store::revoke(tx, &owned))? {
+    if on_database(database, move |tx| store::revoke(tx, &owned))? {
         Ok(())
     } else {
         Err(format!("there is no token named {name:?} in {} (coursed token list shows them)", display_name(database)))
@@ -97,13 +97,12 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Runs `f` as one write on `database`. A SQLite file must exist unless `create`.
+/// Runs `f` as one write on `database`, which must exist.
 fn on_database<T: Send + 'static>(
     database: &str,
-    create: bool,
     f: impl FnMut(&mut dyn Tx) -> Result<T, DbError> + Send + 'static,
 ) -> Result<T, String> {
-    crate::store::on_command_tx(database, "tokens", create, true, f)
+    crate::store::on_command_tx(database, "tokens", true, f)
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@ pub fn add(database: &str, url: &str, filter: &Filter) -> Result<Webhook, String
         last_delivered_at: None,
     };
     let row = webhook.clone();
-    webhook.cursor = crate::store::on_command_database(database, true, async move |db: &crate::store::Db| {
+    webhook.cursor = crate::store::on_command_database(database, false, async move |db: &crate::store::Db| {
         // What committed before is placed in the feed first (PostgreSQL places revisions after
         // their commit): the webhook starts after it.
         db.sync_feed().await?;
@@ -53,7 +53,7 @@ pub fn add(database: &str, url: &str, filter: &Filter) -> Result<Webhook, String
 
 /// Every webhook of `database`.
 pub fn list(database: &str) -> Result<Vec<Webhook>, String> {
-    on_database(database, false, false, store::list)
+    on_database(database, false, store::list)
 }
 
 /// The webhooks as a table: id, URL, filter, state, cursor, deliveries, last attempt.
@@ -98,7 +98,7 @@ pub fn resume(database: &str, id: &str) -> Result<(), String> {
 /// Runs `f` on the webhook `id`; an error naming it when there is none.
 fn change(database: &str, id: &str, f: fn(&mut dyn Tx, &str) -> Result<bool, DbError>) -> Result<(), String> {
     let owned = id.to_owned();
-    if on_database(database, false, true, move |tx| f(tx, &owned))? {
+    if on_database(database, true, move |tx| f(tx, &owned))? {
         Ok(())
     } else {
         Err(missing(database, id))
@@ -109,8 +109,7 @@ fn change(database: &str, id: &str, f: fn(&mut dyn Tx, &str) -> Result<bool, DbE
 /// and says what the receiver answered.
 pub fn test(database: &str, id: &str, timeout: Duration) -> Result<String, String> {
     let owned = id.to_owned();
-    let w =
-        on_database(database, false, false, move |tx| store::get(tx, &owned))?.ok_or_else(|| missing(database, id))?;
+    let w = on_database(database, false, move |tx| store::get(tx, &owned))?.ok_or_else(|| missing(database, id))?;
     let target = Target::parse(&w.url)?;
     let now = crate::time::now_ms();
     let message = format!("test-{}", uuid::Uuid::new_v4());
@@ -136,9 +135,8 @@ fn missing(database: &str, id: &str) -> String {
 
 fn on_database<T: Send + 'static>(
     database: &str,
-    create: bool,
     write: bool,
     f: impl FnMut(&mut dyn Tx) -> Result<T, DbError> + Send + 'static,
 ) -> Result<T, String> {
-    crate::store::on_command_tx(database, "webhooks", create, write, f)
+    crate::store::on_command_tx(database, "webhooks", write, f)
 }

@@ -65,10 +65,13 @@ async fn each_request_is_logged_with_its_route_template_and_the_token_name_never
         ("OPTIONS", "/v1/subjects".to_owned()),
         ("GET", format!("/v1/subjects/{s}/nothing")),
         ("GET", "/v1/nowhere".to_owned()),
-        ("GET", "/healthz".to_owned()),
     ] {
         let (status, _, body) = t.exchange(t.req(method, &path)).await;
         sent.push((status.as_u16(), body.len()));
+    }
+    // Health checks, which a load balancer sends every few seconds, are left out.
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(t.exchange(t.req("GET", path)).await.0, 200);
     }
     let secret_title = "A title only the body holds";
     let created = t
@@ -96,7 +99,6 @@ async fn each_request_is_logged_with_its_route_template_and_the_token_name_never
         ("OPTIONS", "/v1/subjects", 204, "-"),
         ("GET", "-", 404, "config"),
         ("GET", "-", 404, "config"),
-        ("GET", "/healthz", 200, "-"),
         ("POST", "/v1/modules", 201, "config"),
         ("GET", "-", 401, "-"),
         ("GET", "/v1/modules/{id}", 200, "teacher-laptop"),
@@ -129,6 +131,9 @@ fn stderr_of_a_session(args: &[&str]) -> (String, String) {
     let mut starting = Starting::spawn(&args);
     let stderr = std::mem::replace(&mut starting.stderr, std::sync::mpsc::channel().1);
     let server = starting.ready().unwrap();
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(server.call("GET", path, "", None).0, 200);
+    }
     let (status, body) = server.call("POST", "/v1/subjects", "binary-token", Some(&new_subject("Logged")));
     assert_eq!(status, 201);
     let id = body["data"]["id"].as_str().unwrap().to_owned();
@@ -140,8 +145,11 @@ fn stderr_of_a_session(args: &[&str]) -> (String, String) {
     (lines.join("\n"), id)
 }
 
-on_both!(the_binary_logs_every_request_by_default_at_info_down_to_the_last_at_a_stop_and_none_when_off);
-async fn the_binary_logs_every_request_by_default_at_info_down_to_the_last_at_a_stop_and_none_when_off() {
+on_both!(
+    the_binary_logs_every_request_but_health_checks_by_default_at_info_down_to_the_last_at_a_stop_and_none_when_off
+);
+async fn the_binary_logs_every_request_but_health_checks_by_default_at_info_down_to_the_last_at_a_stop_and_none_when_off(
+) {
     let (stderr, id) = stderr_of_a_session(&["--log-level", "info"]);
     let access: Vec<&str> = stderr.lines().filter(|l| l.contains(" access ")).collect();
     assert_eq!(access.len(), 3, "{stderr}");
@@ -152,6 +160,12 @@ async fn the_binary_logs_every_request_by_default_at_info_down_to_the_last_at_a_
         assert_eq!((got.0.as_str(), got.1.as_str(), got.2.as_str()), want, "{stderr}");
     }
     assert!(!stderr.contains("binary-token") && !stderr.contains(&id), "{stderr}");
+
+    // `--access-log all` logs the health checks too.
+    let (stderr, _) = stderr_of_a_session(&["--log-level", "info", "--access-log", "all"]);
+    let routes: Vec<String> =
+        stderr.lines().filter(|l| l.contains(" access ")).map(|l| fields(l)[1].1.clone()).collect();
+    assert_eq!(routes, ["/healthz", "/readyz", "/v1/subjects", "/v1/subjects/{id}", "-"], "{stderr}");
 
     for quiet in [&["--log-level", "info", "--access-log", "off"][..], &["--log-level", "warn"]] {
         let (stderr, _) = stderr_of_a_session(quiet);

@@ -112,6 +112,14 @@ fn a_backup_refuses_to_overwrite_a_file_unless_forced_and_never_writes_over_its_
     }
     let missing = backup(dir.path().join("nothing.db").to_str().unwrap(), &dir.path().join("x.db"), &[]);
     assert!(String::from_utf8_lossy(&missing.stderr).contains("there is no database"), "{missing:?}");
+    // Into a folder that does not exist: the folder is named, before any work, and nothing is made.
+    let folder = dir.path().join("no-such-folder");
+    let refused = backup(database, &folder.join("b.db"), &[]);
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(said.contains(&format!("the folder {} does not exist", folder.display())), "{said}");
+    assert!(!said.contains(".partial"), "{said}");
+    assert!(!folder.exists());
 }
 
 fn shape() -> coursed::dataset::Shape {

@@ -88,6 +88,12 @@ pub fn test_options(path: &str) -> Options {
     Options {
         busy_timeout: std::time::Duration::from_millis(200),
         count_statements: true,
+        // A test's PostgreSQL database is its own to migrate (coursed would ask for a backup
+        // first: see `upgrade.rs`); a SQLite file is backed up beside it, as by a server.
+        before_migration: match coursed::store::is_postgres_url(path) {
+            true => coursed::store::BeforeMigration::Migrate,
+            false => coursed::store::BeforeMigration::default(),
+        },
         ..Options::new(path, Durability::Normal)
     }
 }

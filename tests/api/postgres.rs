@@ -120,10 +120,16 @@ fn replicas_share_the_token_generated_at_the_first_start() {
     let Some(server) = pg_cluster::server() else { return };
     let database = server.fresh_database();
     let first = Server::start(&["--database", &database]);
-    let token = first.preamble.last().expect("the generated token is printed").trim().to_owned();
+    let token = first.preamble.get(1).expect("the generated token is printed").trim().to_owned();
     assert!(first.preamble[0].contains("in the database"), "{:?}", first.preamble);
     let second = Server::start(&["--database", &database]);
-    assert!(second.preamble.is_empty(), "printed only once: {:?}", second.preamble);
+    let said = second.preamble.join("\n");
+    assert!(!said.contains(&token), "printed only once: {said}");
+    assert!(said.contains("kept in the database"), "{said}");
+    // The first request it prints reads the token with psql (where psql is at hand).
+    if std::process::Command::new("psql").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        assert_eq!(crate::first_start::first_request(&second, std::path::Path::new("/")), 200, "{said}");
+    }
     assert_eq!(second.call("GET", "/v1/modules", &token, None).0, 200);
     assert_eq!(first.call("GET", "/v1/modules", "guess", None).0, 401);
 }
@@ -238,4 +244,33 @@ async fn requests_beyond_every_connection_are_shed_with_503_once_they_waited_too
     // queue past their time are answered 503 unrun instead of being served late.
     assert!((10..=20).contains(&served), "{served} of {READS} served; the rest should have been shed");
     t.get(&format!("/v1/modules/{m}")).await.assert_status(200);
+}
+
+#[test]
+fn a_server_logs_once_that_its_database_stopped_answering_and_once_that_it_is_back() {
+    let Some(pg) = Private::start(false) else { return };
+    let database = pg.fresh_database();
+    let server = Server::start(&["--database", &database, "--token", "t"]);
+    let readyz = || crate::process::try_call(&server.addr, "GET", "/readyz", "", None).map(|(status, _)| status);
+    let until = |status: u16| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while readyz() != Some(status) {
+            assert!(Instant::now() < deadline, "/readyz never answered {status}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // A load balancer goes on asking: nothing more is logged.
+        for _ in 0..3 {
+            assert_eq!(readyz(), Some(status));
+        }
+    };
+    until(200);
+    pg.stop();
+    until(503);
+    pg.restart();
+    until(200);
+    let said = crate::first_start::logged(&server, "the database ", Duration::from_secs(2));
+    let lost: Vec<&String> = said.iter().filter(|l| l.contains("the database does not answer")).collect();
+    let back: Vec<&String> = said.iter().filter(|l| l.contains("the database answers again")).collect();
+    assert_eq!((lost.len(), back.len()), (1, 1), "{said:#?}");
+    assert!(lost[0].contains("[WARN]") && back[0].contains("[WARN]"), "{said:#?}");
 }

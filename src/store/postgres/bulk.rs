@@ -24,7 +24,8 @@ pub fn bulk<T>(
     let manager = Manager::new(url, Duration::from_secs(30), Duration::from_secs(30))?;
     let name = manager.describe();
     let mut conn = super::first_connection(&manager, &name, wait)?;
-    super::migrate::migrate(&mut conn).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
+    super::migrate::migrate(&mut conn, &Default::default())
+        .map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
     let shared = Shared::default();
     let mut tx = PgTx::new(&mut conn, &shared);
     let fail = |e| format!("loading {name} failed: {e}");

@@ -2,6 +2,7 @@
 //! that replicas starting at the same moment migrate once.
 
 use super::client::PgConn;
+use crate::store::upgrade::{self, BeforeMigration};
 
 /// The schema migrations, in order; `coursed_schema` records those applied. Append only.
 const MIGRATIONS: &[&str] = &[
@@ -41,12 +42,12 @@ const FOLLOWERS_CARRY: &str = include_str!("../../../migrations/postgres/0010-hi
 const LOCK: i64 = 0x6372_7364;
 
 /// Brings the schema up to date; refuses databases that are newer or hold another
-/// application's tables.
-pub fn migrate(conn: &mut PgConn) -> Result<(), String> {
+/// application's tables, and, as `before` says, one that holds data (coursed cannot back it up).
+pub fn migrate(conn: &mut PgConn, before: &BeforeMigration) -> Result<(), String> {
     // Another replica may hold the lock for as long as its migration takes: wait it out, past
     // the short lock wait that requests have.
     conn.batch("BEGIN; SET LOCAL lock_timeout = '10min'; SET LOCAL statement_timeout = 0").map_err(message)?;
-    let outcome = steps(conn);
+    let outcome = steps(conn, before);
     let end = if outcome.is_ok() { "COMMIT" } else { "ROLLBACK" };
     let ended = conn.batch(end).map_err(message);
     let version = outcome?;
@@ -59,7 +60,7 @@ pub fn migrate(conn: &mut PgConn) -> Result<(), String> {
 }
 
 /// Migrates inside the caller's transaction; returns the version found.
-fn steps(conn: &mut PgConn) -> Result<i32, String> {
+fn steps(conn: &mut PgConn, before: &BeforeMigration) -> Result<i32, String> {
     // Held until the transaction ends; another replica waits here, then finds the work done.
     conn.rows("SELECT pg_advisory_xact_lock($1)", &[&LOCK]).map_err(message)?;
     let ours: bool = first(conn, "SELECT to_regclass('coursed_schema') IS NOT NULL")?.get(0);
@@ -82,7 +83,23 @@ fn steps(conn: &mut PgConn) -> Result<i32, String> {
             "its schema version is {version}, newer than this coursed knows ({known}); use a newer coursed"
         ));
     }
+    if version > 0 && version < known {
+        let shared = crate::store::tx::Shared::default();
+        let holds = upgrade::holds_data(&mut super::tx::PgTx::new(conn, &shared), version.into());
+        match (before, holds.map_err(|e| e.to_string())?) {
+            (BeforeMigration::Backup { .. }, true) => {
+                return Err(upgrade::postgres_refusal(version.into(), known.into()))
+            }
+            (BeforeMigration::Migrate, true) => log::warn!(
+                "migrating the database from schema version {version} to {known} (--backup-before-migrate off): \
+                 coursed cannot undo it; the way back is the backup taken before"
+            ),
+            (_, false) => {}
+        }
+        log::info!("migrating the database schema from version {version} to {known}, in one transaction");
+    }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let began = std::time::Instant::now();
         conn.batch(step).map_err(|e| format!("migration {} failed: {}", i + 1, message(e)))?;
         if *step == SEARCH && version > 0 {
             let shared = crate::store::tx::Shared::default();
@@ -91,6 +108,9 @@ fn steps(conn: &mut PgConn) -> Result<i32, String> {
             log::info!("search words computed for {rows} existing resources");
         }
         conn.rows("INSERT INTO coursed_schema (version) VALUES ($1)", &[&(i as i32 + 1)]).map_err(message)?;
+        if version > 0 {
+            log::info!("migration {} of {known} done in {:.1} s", i + 1, began.elapsed().as_secs_f64());
+        }
     }
     Ok(version)
 }

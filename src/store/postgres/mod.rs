@@ -94,7 +94,8 @@ impl Postgres {
         let name: Arc<str> = manager.describe().into();
         let manager_mode = manager.ssl_mode();
         let mut conn = first_connection(&manager, &name, opts.wait)?;
-        migrate::migrate(&mut conn).map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
+        migrate::migrate(&mut conn, &opts.before_migration)
+            .map_err(|e| format!("cannot use PostgreSQL database {name}: {e}"))?;
         drop(conn);
         let pool = r2d2::Pool::builder()
             .max_size(POOL)

@@ -1,7 +1,8 @@
-//! Snapshots of a SQLite file taken while servers go on using it, and the check of a file
-//! written that way.
+//! Snapshots of a SQLite file taken while servers go on using it, the check of a file written
+//! that way, and how a new file of ours is published: written under a temporary name beside
+//! it, checked, flushed and only then renamed, so that its name never holds half a file.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
@@ -20,9 +21,7 @@ pub fn snapshot_into(path: &str, dest: &Path) -> Result<(), String> {
     if path == ":memory:" {
         return Err("a :memory: database lives in its server's process only; there is nothing to back up".into());
     }
-    if !Path::new(path).is_file() {
-        return Err(format!("there is no database at {path}"));
-    }
+    crate::store::require_existing(path, crate::store::DATABASE_FLAG)?;
     // Read-write without create: reading a WAL file may need to set up its shared memory.
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| format!("cannot open {path}: {e}"))?;
@@ -40,6 +39,53 @@ pub fn snapshot_into(path: &str, dest: &Path) -> Result<(), String> {
     let dest_text = dest.to_str().ok_or_else(|| format!("{} is not a UTF-8 path", dest.display()))?;
     conn.execute("VACUUM INTO ?1", [dest_text]).map_err(|e| format!("cannot write {}: {e}", dest.display()))?;
     Ok(())
+}
+
+/// Writes the new SQLite file `output` with `fill`, which is handed the temporary name to fill:
+/// then the file is sealed (see [`seal`]), flushed and renamed to `output`. On failure nothing
+/// is left under either name.
+pub fn write_new(output: &Path, fill: impl FnOnce(&Path) -> Result<(), String>) -> Result<Counts, String> {
+    let partial = partial_path(output);
+    remove_with_sidecars(&partial);
+    // Ours alone, and never a link someone planted at that name.
+    crate::private::create_new(&partial).map_err(|e| format!("cannot create {}: {e}", partial.display()))?;
+    let written = fill(&partial).and_then(|()| seal(&partial)).and_then(|counts| {
+        publish(&partial, output)?;
+        Ok(counts)
+    });
+    if written.is_err() {
+        remove_with_sidecars(&partial);
+    }
+    written
+}
+
+/// Flushes `partial` to disk, renames it to `output` and flushes the folder (the rename).
+fn publish(partial: &Path, output: &Path) -> Result<(), String> {
+    let sync = |p: &Path| std::fs::File::open(p).and_then(|f| f.sync_all());
+    sync(partial).map_err(|e| format!("cannot flush {}: {e}", partial.display()))?;
+    std::fs::rename(partial, output)
+        .map_err(|e| format!("cannot rename {} to {}: {e}", partial.display(), output.display()))?;
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    sync(dir).map_err(|e| format!("cannot flush the folder {}: {e}", dir.display()))
+}
+
+/// The temporary name beside `output`: hidden, and unique to this process (two servers on one
+/// PostgreSQL database may back up into one folder at the same moment).
+fn partial_path(output: &Path) -> PathBuf {
+    let name = output.file_name().map_or_else(|| "backup".into(), |n| n.to_string_lossy().into_owned());
+    output.with_file_name(format!(".{name}.partial-{}", std::process::id()))
+}
+
+/// Removes the SQLite file `path` and whatever journal files it has beside it.
+pub fn remove_with_sidecars(path: &Path) {
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        let _ = std::fs::remove_file(PathBuf::from(p));
+    }
 }
 
 /// Makes the new file `path` one self-contained file (rollback journal: no `-wal` beside it

@@ -29,7 +29,7 @@ use std::thread::JoinHandle;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::OpenFlags;
 
-pub use self::backup::{seal, snapshot_into};
+pub use self::backup::{remove_with_sidecars, snapshot_into, write_new};
 pub use self::bulk::bulk;
 pub use self::open::create;
 pub use self::source::{migratable, TempCopy};

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
+use crate::store::upgrade::{self, BeforeMigration};
 use crate::store::{Durability, Options};
 
 /// The schema migrations, in order; `PRAGMA user_version` counts those applied. Append only.
@@ -80,7 +81,10 @@ pub fn open_writer(target: &str, opts: &Options) -> Result<Connection, String> {
     // the WAL's end, and the WAL grows meanwhile; SQLite reuses the file from its start later
     // but never shrinks it unless told to. Cut it back when it starts over.
     writer.pragma_update(None, "journal_size_limit", WAL_LIMIT).map_err(fail)?;
-    migrate(&mut writer).map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
+    // A file of ours (not the process's in-memory database) is backed up before it is migrated.
+    let file = (opts.path != ":memory:" && !target.starts_with("file:")).then_some(target);
+    migrate(&mut writer, file, &opts.before_migration)
+        .map_err(|e| format!("cannot open database {}: {e}", opts.path))?;
     if mode == "WAL" {
         // One commit in the WAL from the start (the schema version written again, unchanged):
         // a snapshot's mark is taken from the WAL's header, which SQLite gives only once the
@@ -143,8 +147,9 @@ pub fn schema_version() -> i64 {
     MIGRATIONS.len() as i64
 }
 
-/// Brings the schema up to date; refuses files that are newer or not ours.
-fn migrate(c: &mut Connection) -> Result<(), String> {
+/// Brings the schema up to date; refuses files that are newer or not ours. The file `file`, when
+/// given, holding data and about to be migrated, is first backed up as `before` says.
+fn migrate(c: &mut Connection, file: Option<&str>, before: &BeforeMigration) -> Result<(), String> {
     let sql = |e: rusqlite::Error| e.to_string();
     let tx = c.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
     let version: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
@@ -165,10 +170,21 @@ fn migrate(c: &mut Connection) -> Result<(), String> {
         }
     }
     if version > 0 && version < known {
+        let shared = crate::store::tx::Shared::default();
+        let holds = upgrade::holds_data(&mut super::tx::SqliteTx { conn: &tx, shared: &shared }, version);
+        match (file, before, holds.map_err(|e| e.to_string())?) {
+            (Some(file), BeforeMigration::Backup { dir }, true) => backup_first(file, version, dir.as_deref())?,
+            (Some(_), BeforeMigration::Migrate, true) => log::warn!(
+                "migrating the database from schema version {version} to {known} without a backup \
+                 (--backup-before-migrate off): coursed cannot undo it"
+            ),
+            _ => {}
+        }
         // A migration may rebuild a search index: on a large catalogue, a minute or more.
         log::info!("migrating the database schema from version {version} to {known}");
     }
     for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let began = std::time::Instant::now();
         let failed = |e: String| format!("migration {} failed: {e}", i + 1);
         // A migration may have the words of existing rows computed in the middle (search).
         let (before, after) = step.split_once(WORDS_MARKER).unwrap_or((step, ""));
@@ -182,6 +198,9 @@ fn migrate(c: &mut Connection) -> Result<(), String> {
             }
             run_sql(&tx, after).map_err(|e| failed(e.to_string()))?;
         }
+        if version > 0 {
+            log::info!("migration {} of {known} done in {:.1} s", i + 1, began.elapsed().as_secs_f64());
+        }
     }
     if version < known {
         tx.pragma_update(None, "user_version", known).map_err(sql)?;
@@ -189,6 +208,34 @@ fn migrate(c: &mut Connection) -> Result<(), String> {
         log::info!("database schema migrated from version {version} to {known}");
     }
     tx.commit().map_err(sql)
+}
+
+/// Writes a backup of the database file `file`, at schema `version`, into `dir` (else beside it),
+/// while the caller holds the write lock: it holds exactly what the migration starts from.
+fn backup_first(file: &str, version: i64, dir: Option<&std::path::Path>) -> Result<(), String> {
+    let known = schema_version();
+    let began = std::time::Instant::now();
+    let output = upgrade::backup_path(std::path::Path::new(file), version, dir, crate::time::now_ms());
+    let written = dir
+        .map_or(Ok(()), crate::private::create_dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.unwrap_or(std::path::Path::new(".")).display()))
+        .and_then(|()| super::write_new(&output, |partial| super::snapshot_into(file, partial)));
+    let counts = written.map_err(|e| {
+        format!(
+            "it holds schema version {version}, which this coursed migrates to {known}, and a migration cannot be \
+             undone, so a backup comes first; writing it to {} failed, and nothing was migrated: {e}. Free some \
+             space there, name another folder with --backup-dir, or, holding a backup of your own, start with \
+             --backup-before-migrate off",
+            output.display()
+        )
+    })?;
+    log::warn!(
+        "backed up the database at schema version {version} ({counts}) to {} in {:.1} s before migrating it to \
+         version {known}, which cannot be undone: an older coursed opens that backup; remove it when no longer needed",
+        output.display(),
+        began.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// Runs the statements of a migration, skipping those marked for a table the database lacks

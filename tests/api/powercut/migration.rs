@@ -237,7 +237,10 @@ pub fn postgres_upgrades(disk: &super::PowerCut, pg: &crate::pg_cluster::Private
         crate::pg_cluster::sql(&pg.url(), &format!("CREATE DATABASE {name} TEMPLATE {old_name} STRATEGY FILE_COPY"))
             .unwrap();
         let url = old.replace(&old_name, &name);
-        let args = ["--database", &url, "--token", super::cuts::TOKEN].map(str::to_owned).to_vec();
+        // The test's own database, which it migrates without a backup.
+        let args = ["--database", &url, "--token", super::cuts::TOKEN, "--backup-before-migrate", "off"]
+            .map(str::to_owned)
+            .to_vec();
         let machine = Machine { disk, args, sqlite: None, postgres: Some(pg), backups: None, span };
         let armed_at = disk.counts().changes;
         let at = if span == 0 { u64::MAX } else { rng.range(span / 4, span * 5 / 4) };
