@@ -217,19 +217,21 @@ fn serve(args: ServeArgs) -> ExitCode {
 fn token(command: TokenCommand) -> ExitCode {
     use coursed::tokens::command;
     let done = match command {
-        TokenCommand::Create(a) => command::create(&a.database, &a.name, a.scope, a.expires).map(|c| {
-            println!("{}", c.token);
-            let expires = c
-                .listed
-                .expires_at
-                .map_or("never expires".to_owned(), |at| format!("expires {}", coursed::time::format_ms(at)));
-            eprintln!(
-                "created token {:?} (scope {}, {expires}) in {}; it is shown only this once",
-                a.name,
-                a.scope.as_str(),
-                coursed::store::display_name(&a.database)
-            );
-        }),
+        TokenCommand::Create(a) => {
+            command::create(&a.database, &a.name, a.scope, a.expires, a.create_database).map(|c| {
+                println!("{}", c.token);
+                let expires = c
+                    .listed
+                    .expires_at
+                    .map_or("never expires".to_owned(), |at| format!("expires {}", coursed::time::format_ms(at)));
+                eprintln!(
+                    "created token {:?} (scope {}, {expires}) in {}; it is shown only this once",
+                    a.name,
+                    a.scope.as_str(),
+                    coursed::store::display_name(&a.database)
+                );
+            })
+        }
         TokenCommand::List(a) => command::list(&a.database).map(|tokens| {
             if tokens.is_empty() {
                 eprintln!(

@@ -32,6 +32,10 @@ pub struct TokenCreateArgs {
     /// How long the token is valid, e.g. 90d, 12h, 30m (default: until revoked).
     #[arg(long, value_parser = parse_duration)]
     pub expires: Option<std::time::Duration>,
+    /// Create the SQLite file when it does not exist yet: a first token made before the
+    /// server's first start (as the Debian package's installation does).
+    #[arg(long)]
+    pub create_database: bool,
 }
 
 #[derive(Debug, Clone, Args)]

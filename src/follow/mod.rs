@@ -127,7 +127,7 @@ pub fn apply_batch(tx: &mut dyn Tx, upstream: &str, feed: &str, revisions: &[Rev
 /// `coursed follow --forget`: the catalogue becomes the database's own.
 pub fn forget_command(database: &str) -> Result<String, String> {
     let name = crate::store::display_name(database);
-    let forgot = crate::store::on_command_tx(database, "what it follows", true, |tx| store::forget(tx))?;
+    let forgot = crate::store::on_command_tx(database, "what it follows", true, false, |tx| store::forget(tx))?;
     Ok(match forgot {
         true => format!("{name} follows nothing now: its catalogue is its own, and the API writes to it"),
         false => format!("{name} followed nothing"),

@@ -435,13 +435,14 @@ pub fn on_command_tx<T: Send + 'static>(
     database: &str,
     kept: &str,
     write: bool,
+    create: bool,
     // FnMut: PostgreSQL may run a write again after a serialization failure.
     mut f: impl FnMut(&mut dyn Tx) -> std::result::Result<T, DbError> + Send + 'static,
 ) -> std::result::Result<T, String> {
     if database == ":memory:" {
         return Err(format!("{kept} of a :memory: database vanish with the process; name a file or a postgres:// URL"));
     }
-    on_command_database(database, false, async move |db: &Db| {
+    on_command_database(database, create, async move |db: &Db| {
         if write {
             db.write(&WriteContext::system("coursed"), move |tx| Ok(f(tx)?)).await
         } else {

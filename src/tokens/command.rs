@@ -15,7 +15,14 @@ pub struct Created {
 
 /// Creates the token `name` in `database`, which must exist: a token made in a new file beside
 /// the server's database would be refused by the server.
-pub fn create(database: &str, name: &str, scope: Scope, expires: Option<Duration>) -> Result<Created, String> {
+/// Makes a token in `database`, a SQLite file that must exist unless `create_database`.
+pub fn create(
+    database: &str,
+    name: &str,
+    scope: Scope,
+    expires: Option<Duration>,
+    create_database: bool,
+) -> Result<Created, String> {
     check_name(name)?;
     if expires.is_some_and(|d| d.as_millis() == 0) {
         return Err("--expires must be longer than 0, e.g. 90d or 12h".into());
@@ -25,7 +32,7 @@ pub fn create(database: &str, name: &str, scope: Scope, expires: Option<Duration
     let now = crate::time::now_ms();
     let expires_at = expires.map(|d| now.saturating_add(i64::try_from(d.as_millis()).unwrap_or(i64::MAX)));
     let owned = name.to_owned();
-    let taken = on_database(database, move |tx| {
+    let taken = crate::store::on_command_tx(database, "tokens", true, create_database, move |tx| {
         if store::name_taken(tx, &owned)? {
             return Ok(true);
         }
@@ -102,7 +109,7 @@ fn on_database<T: Send + 'static>(
     database: &str,
     f: impl FnMut(&mut dyn Tx) -> Result<T, DbError> + Send + 'static,
 ) -> Result<T, String> {
-    crate::store::on_command_tx(database, "tokens", true, f)
+    crate::store::on_command_tx(database, "tokens", true, false, f)
 }
 
 #[cfg(test)]

@@ -138,5 +138,5 @@ fn on_database<T: Send + 'static>(
     write: bool,
     f: impl FnMut(&mut dyn Tx) -> Result<T, DbError> + Send + 'static,
 ) -> Result<T, String> {
-    crate::store::on_command_tx(database, "webhooks", write, f)
+    crate::store::on_command_tx(database, "webhooks", write, false, f)
 }

@@ -157,7 +157,7 @@ fn the_first_start_generates_a_token_and_later_starts_reuse_it() {
 pub fn no_token_is_generated_beside_tokens_of_its_own(fresh: impl Fn() -> String) {
     use coursed::tokens::{command, Scope};
     let db = fresh();
-    let admin = command::create(&db, "admin", Scope::Admin, None).unwrap().token;
+    let admin = command::create(&db, "admin", Scope::Admin, None, false).unwrap().token;
     let server = Server::start(&["--database", &db]);
     assert!(server.preamble.is_empty(), "nothing generated: {:?}", server.preamble);
     assert!(!Path::new(&format!("{db}.tokens")).exists());
@@ -169,7 +169,7 @@ pub fn no_token_is_generated_beside_tokens_of_its_own(fresh: impl Fn() -> String
     let server = Server::start(&["--database", &db]);
     let generated = server.preamble.last().expect("the generated token is printed").trim().to_owned();
     drop(server);
-    let later = command::create(&db, "later", Scope::Read, None).unwrap().token;
+    let later = command::create(&db, "later", Scope::Read, None, false).unwrap().token;
     let server = Server::start(&["--database", &db]);
     assert!(server.preamble.is_empty(), "printed only once: {:?}", server.preamble);
     assert_eq!(server.call("GET", "/v1/modules", &generated, None).0, 200);

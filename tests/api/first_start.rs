@@ -147,6 +147,11 @@ fn commands_that_manage_a_database_refuse_to_create_one_and_name_the_file_they_l
     let (ok, err) = run(&["token", "create", "--name", "t", "--database", named.to_str().unwrap()]);
     assert!(!ok && err.contains(&named.display().to_string()), "{err}");
     assert!(!named.exists());
+    // Unless asked to: a first token made before the first start (a package's installation).
+    let asked = dir.path().join("asked.db");
+    let (ok, err) =
+        run(&["token", "create", "--name", "t", "--create-database", "--database", asked.to_str().unwrap()]);
+    assert!(ok && asked.exists(), "{err}");
     // Once the server made its database, the same command works on it.
     drop(Server::start(&["--database", default.to_str().unwrap(), "--token", "4b8e2f9a1c7d3e6f0a5b9c2d8e1f4a7b"]));
     let (ok, err) = run(&["token", "create", "--name", "teacher"]);
