@@ -157,9 +157,10 @@ fn the_first_start_generates_a_token_and_later_starts_reuse_it() {
 pub fn no_token_is_generated_beside_tokens_of_its_own(fresh: impl Fn() -> String) {
     use coursed::tokens::{command, Scope};
     let db = fresh();
-    let admin = command::create(&db, "admin", Scope::Admin, None, false).unwrap().token;
+    let admin = command::create(&db, "admin", Scope::Admin, None, true).unwrap().token;
     let server = Server::start(&["--database", &db]);
-    assert!(server.preamble.is_empty(), "nothing generated: {:?}", server.preamble);
+    let generated_line = |s: &Server| s.preamble.iter().position(|l| l.starts_with("no token configured"));
+    assert_eq!(generated_line(&server), None, "nothing generated: {:?}", server.preamble);
     assert!(!Path::new(&format!("{db}.tokens")).exists());
     assert_eq!(server.call("GET", "/v1/modules", &admin, None).0, 200);
     assert_eq!(server.call("GET", "/v1/modules", "guess", None).0, 401);
@@ -167,11 +168,12 @@ pub fn no_token_is_generated_beside_tokens_of_its_own(fresh: impl Fn() -> String
 
     let db = fresh();
     let server = Server::start(&["--database", &db]);
-    let generated = server.preamble.last().expect("the generated token is printed").trim().to_owned();
+    let at = generated_line(&server).expect("the generated token is printed");
+    let generated = server.preamble[at + 1].trim().to_owned();
     drop(server);
     let later = command::create(&db, "later", Scope::Read, None, false).unwrap().token;
     let server = Server::start(&["--database", &db]);
-    assert!(server.preamble.is_empty(), "printed only once: {:?}", server.preamble);
+    assert_eq!(generated_line(&server), None, "printed only once: {:?}", server.preamble);
     assert_eq!(server.call("GET", "/v1/modules", &generated, None).0, 200);
     assert_eq!(server.call("GET", "/v1/modules", &later, None).0, 200);
 }
