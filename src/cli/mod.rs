@@ -252,6 +252,7 @@ pub enum AccessLogSwitch {
     On,
     /// Every request, the health checks too.
     All,
+    /// No access log.
     Off,
 }
 

@@ -234,6 +234,8 @@ fn help_explains_every_flag() {
         "--durability",
         "--database-wait",
         "postgres://",
+        "--backup-before-migrate",
+        "--access-log",
     ] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
@@ -248,6 +250,7 @@ fn help_explains_every_flag() {
         "COURSED_BACKUP_DIR",
         "COURSED_BACKUP_EVERY",
         "COURSED_BACKUP_KEEP",
+        "COURSED_BACKUP_BEFORE_MIGRATE",
     ] {
         assert!(help.contains(var), "{var} missing from:\n{help}");
     }

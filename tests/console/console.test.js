@@ -72,8 +72,9 @@ before(async () => {
     ? execFileSync('python3', [join(root, 'bench', 'pg.py'), 'start', PG_ROOT], { encoding: 'utf8' }).trim()
     : join(dir, 'console.db');
   databaseUrl = database;
-  reader = execFileSync(BIN, ['token', 'create', '--database', database, '--name', 'reader', '--scope', 'read'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   server = await start(['--database', database, '--token', WRITER]);
+  // Made in the database the server made (`coursed token create` makes none).
+  reader = execFileSync(BIN, ['token', 'create', '--database', database, '--name', 'reader', '--scope', 'read'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
   base = server.origin;
   browser = await chromium.launch({
     executablePath: CHROMIUM,

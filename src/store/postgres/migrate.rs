@@ -49,12 +49,14 @@ pub fn migrate(conn: &mut PgConn, before: &BeforeMigration) -> Result<(), String
     conn.batch("BEGIN; SET LOCAL lock_timeout = '10min'; SET LOCAL statement_timeout = 0").map_err(message)?;
     let outcome = steps(conn, before);
     let end = if outcome.is_ok() { "COMMIT" } else { "ROLLBACK" };
+    let committing = std::time::Instant::now();
     let ended = conn.batch(end).map_err(message);
     let version = outcome?;
     ended?;
     let known = MIGRATIONS.len() as i32;
     if version < known {
-        log::info!("database schema migrated from version {version} to {known}");
+        let took = committing.elapsed().as_secs_f64();
+        log::info!("database schema migrated from version {version} to {known} (committed in {took:.1} s)");
     }
     Ok(())
 }

@@ -41,6 +41,34 @@ pub fn snapshot_into(path: &str, dest: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Writes a backup of the database file `file`, at schema `version`, into `dir` (else beside it),
+/// before a migration to `known`, while the caller holds the write lock: it holds exactly what
+/// the migration starts from. Says where in the log.
+pub fn before_migration(file: &str, version: i64, known: i64, dir: Option<&Path>) -> Result<(), String> {
+    let began = std::time::Instant::now();
+    let output = crate::store::upgrade::backup_path(Path::new(file), version, dir, crate::time::now_ms());
+    let written = dir
+        .map_or(Ok(()), crate::private::create_dir)
+        .map_err(|e| format!("cannot create {}: {e}", dir.unwrap_or(Path::new(".")).display()))
+        .and_then(|()| write_new(&output, |partial| snapshot_into(file, partial)));
+    let counts = written.map_err(|e| {
+        format!(
+            "it holds schema version {version}, which this coursed migrates to {known}, and a migration cannot be \
+             undone, so a backup comes first; writing it to {} failed, and nothing was migrated: {e}. Free some \
+             space there, name another folder with --backup-dir, or, holding a backup of your own, start with \
+             --backup-before-migrate off",
+            output.display()
+        )
+    })?;
+    log::warn!(
+        "backed up the database at schema version {version} ({counts}) to {} in {:.1} s before migrating it to \
+         version {known}, which cannot be undone: an older coursed opens that backup; remove it when no longer needed",
+        output.display(),
+        began.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
 /// Writes the new SQLite file `output` with `fill`, which is handed the temporary name to fill:
 /// then the file is sealed (see [`seal`]), flushed and renamed to `output`. On failure nothing
 /// is left under either name.

@@ -173,7 +173,9 @@ fn migrate(c: &mut Connection, file: Option<&str>, before: &BeforeMigration) -> 
         let shared = crate::store::tx::Shared::default();
         let holds = upgrade::holds_data(&mut super::tx::SqliteTx { conn: &tx, shared: &shared }, version);
         match (file, before, holds.map_err(|e| e.to_string())?) {
-            (Some(file), BeforeMigration::Backup { dir }, true) => backup_first(file, version, dir.as_deref())?,
+            (Some(file), BeforeMigration::Backup { dir }, true) => {
+                super::backup::before_migration(file, version, known, dir.as_deref())?
+            }
             (Some(_), BeforeMigration::Migrate, true) => log::warn!(
                 "migrating the database from schema version {version} to {known} without a backup \
                  (--backup-before-migrate off): coursed cannot undo it"
@@ -202,38 +204,17 @@ fn migrate(c: &mut Connection, file: Option<&str>, before: &BeforeMigration) -> 
             log::info!("migration {} of {known} done in {:.1} s", i + 1, began.elapsed().as_secs_f64());
         }
     }
-    if version < known {
-        tx.pragma_update(None, "user_version", known).map_err(sql)?;
-        tx.pragma_update(None, "application_id", APPLICATION_ID).map_err(sql)?;
-        log::info!("database schema migrated from version {version} to {known}");
+    if version == known {
+        return tx.commit().map_err(sql);
     }
-    tx.commit().map_err(sql)
-}
-
-/// Writes a backup of the database file `file`, at schema `version`, into `dir` (else beside it),
-/// while the caller holds the write lock: it holds exactly what the migration starts from.
-fn backup_first(file: &str, version: i64, dir: Option<&std::path::Path>) -> Result<(), String> {
-    let known = schema_version();
-    let began = std::time::Instant::now();
-    let output = upgrade::backup_path(std::path::Path::new(file), version, dir, crate::time::now_ms());
-    let written = dir
-        .map_or(Ok(()), crate::private::create_dir)
-        .map_err(|e| format!("cannot create {}: {e}", dir.unwrap_or(std::path::Path::new(".")).display()))
-        .and_then(|()| super::write_new(&output, |partial| super::snapshot_into(file, partial)));
-    let counts = written.map_err(|e| {
-        format!(
-            "it holds schema version {version}, which this coursed migrates to {known}, and a migration cannot be \
-             undone, so a backup comes first; writing it to {} failed, and nothing was migrated: {e}. Free some \
-             space there, name another folder with --backup-dir, or, holding a backup of your own, start with \
-             --backup-before-migrate off",
-            output.display()
-        )
-    })?;
-    log::warn!(
-        "backed up the database at schema version {version} ({counts}) to {} in {:.1} s before migrating it to \
-         version {known}, which cannot be undone: an older coursed opens that backup; remove it when no longer needed",
-        output.display(),
-        began.elapsed().as_secs_f64()
+    tx.pragma_update(None, "user_version", known).map_err(sql)?;
+    tx.pragma_update(None, "application_id", APPLICATION_ID).map_err(sql)?;
+    // The commit writes and syncs every page the migration changed: on a large file, a while.
+    let committing = std::time::Instant::now();
+    tx.commit().map_err(sql)?;
+    log::info!(
+        "database schema migrated from version {version} to {known} (committed in {:.1} s)",
+        committing.elapsed().as_secs_f64()
     );
     Ok(())
 }

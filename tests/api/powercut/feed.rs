@@ -85,6 +85,10 @@ impl Followed {
     /// another disk.
     pub fn new(district: &str, school: &str) -> Followed {
         let receiver = Receiver::start();
+        // The district's new database, as its server's first start makes it (`coursed webhook`
+        // makes none).
+        let options = coursed::store::Options::new(district, coursed::store::Durability::Full);
+        drop(coursed::store::Db::open(&options).expect("the district's database"));
         let added = std::process::Command::new(env!("CARGO_BIN_EXE_coursed"))
             .args(["webhook", "add", "--url", &receiver.url, "--database", district])
             .output()

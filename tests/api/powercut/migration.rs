@@ -1,5 +1,6 @@
-//! A new version's first start cut by the power while it migrates an old database: the file is
-//! then the old version or the new one, never between, and the next start finishes the job.
+//! A new version's first start cut by the power while it backs up and migrates an old database:
+//! the file is then the old version or the new one, never between, the next start finishes the
+//! job, and a whole backup of the old version is beside it.
 //!
 //! The old database is made from a new one: migrations 6 to 8 (the history, webhooks and
 //! following) only create tables, views, indexes and triggers, so dropping what they create
@@ -71,6 +72,17 @@ fn version(database: &str) -> i64 {
     db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap()
 }
 
+/// The backups of version 5 beside `database` (those the migration takes first), and what a cut
+/// left of one being written.
+fn backups_beside(database: &str) -> (Vec<std::path::PathBuf>, Vec<std::path::PathBuf>) {
+    let path = std::path::Path::new(database);
+    let name = path.file_name().unwrap().to_str().unwrap();
+    let entries = std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().path());
+    entries
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().contains(&format!("{name}.schema-{OLD}-")))
+        .partition(|p| !p.file_name().unwrap().to_str().unwrap().starts_with('.'))
+}
+
 /// `cuts` first starts on a copy of the same version-5 database, each cut at a random change.
 pub fn first_starts(machine: &Machine, seed: u64, cuts: usize) {
     let disk = machine.disk;
@@ -89,6 +101,8 @@ pub fn first_starts(machine: &Machine, seed: u64, cuts: usize) {
         for suffix in ["", "-wal", "-shm"] {
             let _ = std::fs::remove_file(format!("{database}{suffix}"));
         }
+        let (whole, partial) = backups_beside(database);
+        whole.iter().chain(&partial).for_each(|p| std::fs::remove_file(p).unwrap());
         std::fs::copy(old, database).unwrap();
         disk.sync_all();
         let at = rng.range(1, span * 11 / 10);
@@ -125,8 +139,26 @@ pub fn first_starts(machine: &Machine, seed: u64, cuts: usize) {
         every_subject_there(&server, round);
         stop(server);
         sqlite_checks(database);
+        // A backup of the old version was taken before the migration that committed: whole, of
+        // version 5, with every subject (a cut while writing one may leave its hidden partial).
+        let (whole, _) = backups_beside(database);
+        assert!(!whole.is_empty(), "cut {round}: no backup taken before the migration");
+        for backup in &whole {
+            let b = backup.to_str().unwrap();
+            assert_eq!(version(b), OLD, "cut {round}: {b}");
+            sqlite_checks_of_version_5(b, round);
+        }
     }
     eprintln!("{old_left} cuts left version {OLD}, {new_found} found version {NEW}");
+}
+
+/// A backup of version 5 passes its integrity check and holds the 400 subjects.
+fn sqlite_checks_of_version_5(backup: &str, round: usize) {
+    let db = rusqlite::Connection::open_with_flags(backup, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let ok: String = db.query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(ok, "ok", "cut {round}: {backup}");
+    let subjects: i64 = db.query_row("SELECT count(*) FROM subjects", [], |r| r.get(0)).unwrap();
+    assert_eq!(subjects, 400, "cut {round}: {backup}");
 }
 
 /// PostgreSQL: coursed's first start on an empty database (every migration, one transaction
