@@ -184,10 +184,6 @@ pub struct Metrics {
     pub sqlite_commit: Histogram,
     pub sqlite_sync: Histogram,
     pub sqlite_checkpoint: Histogram,
-    /// PostgreSQL's pool, as last seen: connections open, idle, most allowed.
-    pub pg_pool_open: Gauge,
-    pub pg_pool_idle: Gauge,
-    pub pg_pool_max: Gauge,
     pub search_folded: Counter,
     /// When the search changes were last folded (ms since the epoch; 0: never).
     pub search_folded_at: Gauge,
@@ -259,11 +255,12 @@ impl Default for Counts {
 /// What only the running server knows, read when the figures are written out.
 #[derive(Default)]
 pub struct Now {
-    pub streams_open: Option<i64>,
-    pub throttled_addresses: Option<i64>,
+    pub streams_open: i64,
+    pub throttled_addresses: i64,
     pub follow_lag_seconds: Option<f64>,
-    /// The database is PostgreSQL (else SQLite): only its engine's figures are written.
-    pub postgres: bool,
+    /// PostgreSQL's pool (open, idle, most), `None` on SQLite: only the database's engine's
+    /// figures are written.
+    pub pool: Option<(u32, u32, u32)>,
 }
 
 /// The whole text of a scrape.
@@ -366,7 +363,36 @@ pub fn render(now: &Now) -> String {
     let gauge = |out: &mut String, name: &str, help: &str, v: String| {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
     };
-    if !now.postgres {
+    if let Some((open, idle, max)) = now.pool {
+        let _ = writeln!(
+            out,
+            "# HELP coursed_postgres_pool_connections PostgreSQL connections of the pool, by state.\n\
+         # TYPE coursed_postgres_pool_connections gauge\n\
+         coursed_postgres_pool_connections{{state=\"busy\"}} {}\n\
+         coursed_postgres_pool_connections{{state=\"idle\"}} {}",
+            open.saturating_sub(idle),
+            idle
+        );
+        gauge(
+            &mut out,
+            "coursed_postgres_pool_max_connections",
+            "The most connections PostgreSQL's pool opens.",
+            max.to_string(),
+        );
+        counter(
+            &mut out,
+            "coursed_search_changes_folded_total",
+            "Search changes folded into the word counts.",
+            m.search_folded.get(),
+        );
+        let folded_at = m.search_folded_at.get();
+        gauge(
+            &mut out,
+            "coursed_search_fold_lag_seconds",
+            "Time since the search changes were last folded into the word counts (0 before the first fold).",
+            if folded_at == 0 { "0".into() } else { seconds(crate::time::now_ms() - folded_at) },
+        );
+    } else {
         gauge(
             &mut out,
             "coursed_sqlite_writer_queue",
@@ -401,35 +427,6 @@ pub fn render(now: &Now) -> String {
             "Time of each checkpoint of SQLite's write-ahead log.",
         );
         m.sqlite_checkpoint.write(&mut out, "coursed_sqlite_checkpoint_seconds", "");
-    } else {
-        let _ = writeln!(
-            out,
-            "# HELP coursed_postgres_pool_connections PostgreSQL connections of the pool, by state.\n\
-         # TYPE coursed_postgres_pool_connections gauge\n\
-         coursed_postgres_pool_connections{{state=\"busy\"}} {}\n\
-         coursed_postgres_pool_connections{{state=\"idle\"}} {}",
-            (m.pg_pool_open.get() - m.pg_pool_idle.get()).max(0),
-            m.pg_pool_idle.get()
-        );
-        gauge(
-            &mut out,
-            "coursed_postgres_pool_max_connections",
-            "The most connections PostgreSQL's pool opens.",
-            m.pg_pool_max.get().to_string(),
-        );
-        counter(
-            &mut out,
-            "coursed_search_changes_folded_total",
-            "Search changes folded into the word counts.",
-            m.search_folded.get(),
-        );
-        let folded_at = m.search_folded_at.get();
-        gauge(
-            &mut out,
-            "coursed_search_fold_lag_seconds",
-            "Time since the search changes were last folded into the word counts (0 before the first fold).",
-            if folded_at == 0 { "0".into() } else { seconds(crate::time::now_ms() - folded_at) },
-        );
     }
     counter(&mut out, "coursed_backups_total", "Scheduled backups written.", m.backups_ok.get());
     counter(&mut out, "coursed_backup_failures_total", "Scheduled backups that failed.", m.backups_failed.get());
@@ -445,17 +442,18 @@ pub fn render(now: &Now) -> String {
         "Requests refused (429) because their address failed to authenticate too often.",
         m.auth_throttled.get(),
     );
-    if let Some(n) = now.throttled_addresses {
-        gauge(
-            &mut out,
-            "coursed_auth_throttled_addresses",
-            "Addresses refused now for failing to authenticate too often.",
-            n.to_string(),
-        );
-    }
-    if let Some(n) = now.streams_open {
-        gauge(&mut out, "coursed_feed_streams_open", "Live streams of the change feed open now.", n.to_string());
-    }
+    gauge(
+        &mut out,
+        "coursed_auth_throttled_addresses",
+        "Addresses refused now for failing to authenticate too often.",
+        now.throttled_addresses.to_string(),
+    );
+    gauge(
+        &mut out,
+        "coursed_feed_streams_open",
+        "Live streams of the change feed open now.",
+        now.streams_open.to_string(),
+    );
     counter(&mut out, "coursed_feed_stream_events_total", "Revisions sent on live streams.", m.stream_events.get());
     counter(
         &mut out,

@@ -64,17 +64,11 @@ async fn answer(method: &Method, path: &str, app: &App) -> Response<Full<Bytes>>
         Ok(Some(meta)) => meta["lag"].as_f64(),
         _ => None,
     };
-    if let Some((open, idle, max)) = app.db.pool_use() {
-        let m = &super::M;
-        m.pg_pool_open.set(i64::from(open));
-        m.pg_pool_idle.set(i64::from(idle));
-        m.pg_pool_max.set(i64::from(max));
-    }
     let now = super::Now {
-        streams_open: Some((streams.max - streams.permits.available_permits()) as i64),
-        throttled_addresses: Some(app.auth.throttle.throttled_now() as i64),
+        streams_open: (streams.max - streams.permits.available_permits()) as i64,
+        throttled_addresses: app.auth.throttle.throttled_now() as i64,
         follow_lag_seconds: lag,
-        postgres: app.db.pool_use().is_some(),
+        pool: app.db.pool_use(),
     };
     let mut r = text(StatusCode::OK, super::render(&now));
     r.headers_mut()

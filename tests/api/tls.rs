@@ -198,6 +198,17 @@ async fn request(
     Ok(Answer { protocol: seen.protocol, served: seen.served, ..answer })
 }
 
+/// A server started with a certificate of a new test authority: the folder of its files, the
+/// authority, the certificate served, the server.
+fn serving(extra: &[&str]) -> (tempfile::TempDir, Authority, Issued, Server) {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Authority::new();
+    let issued = ca.issue();
+    install(dir.path(), &issued);
+    let server = start(dir.path(), extra);
+    (dir, ca, issued, server)
+}
+
 fn der(pem: &str) -> CertificateDer<'static> {
     use rustls::pki_types::pem::PemObject;
     CertificateDer::from_pem_slice(pem.as_bytes()).unwrap()
@@ -205,11 +216,7 @@ fn der(pem: &str) -> CertificateDer<'static> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_speaks_http2_and_http11_by_alpn_over_tls_13_and_12_with_https_links() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Authority::new();
-    let issued = ca.issue();
-    install(dir.path(), &issued);
-    let server = start(dir.path(), &["--header-timeout", "1s"]);
+    let (_dir, ca, issued, server) = serving(&["--header-timeout", "1s"]);
     let addr = server.addr.clone();
 
     let h2 = request(&addr, ca.client(&[b"h2", b"http/1.1"], false), "GET", "/v1/modules", None).await.unwrap();
@@ -296,11 +303,7 @@ fn a_certificate_or_key_that_cannot_serve_stops_the_start_with_a_clear_message()
 /// open connection lives through all of it, and each renewal is served from the next handshake.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewals_under_load_are_served_from_the_next_handshake_and_lose_no_request() {
-    let dir = tempfile::tempdir().unwrap();
-    let ca = Authority::new();
-    let first = ca.issue();
-    install(dir.path(), &first);
-    let server = start(dir.path(), &["--log-level", "info", "--access-log", "off"]);
+    let (dir, ca, first, server) = serving(&["--log-level", "info", "--access-log", "off"]);
     let addr = server.addr.clone();
 
     let stop = Arc::new(AtomicBool::new(false));
