@@ -34,10 +34,10 @@ pub struct Background {
 }
 
 impl Background {
-    /// Runs `work` on the thread `name`. It runs at the requests' priority: the threads it
-    /// starts (the PostgreSQL engine starts its workers from whichever thread first needs one)
-    /// would inherit a lower one, and serve requests with it.
-    pub fn spawn<F, Fut>(name: &str, within: Duration, work: F) -> Result<Background, String>
+    /// Runs `work` on the thread `name`, at the requests' priority, or in the idle class when
+    /// `idle` (see [`crate::priority::idle`]: work that nobody waits for, which then takes only
+    /// CPU time that requests and the database leave).
+    pub fn spawn<F, Fut>(name: &str, within: Duration, idle: bool, work: F) -> Result<Background, String>
     where
         F: FnOnce(Stop) -> Fut + Send + 'static,
         Fut: Future<Output = ()>,
@@ -50,7 +50,12 @@ impl Background {
             .map_err(|e| format!("cannot start the runtime of {name}: {e}"))?;
         let thread = std::thread::Builder::new()
             .name(name.into())
-            .spawn(move || runtime.block_on(work(stopping)))
+            .spawn(move || {
+                if idle {
+                    crate::priority::idle();
+                }
+                runtime.block_on(work(stopping))
+            })
             .map_err(|e| format!("cannot start the thread {name}: {e}"))?;
         Ok(Background { stop, within, thread: Some(thread) })
     }

@@ -36,7 +36,7 @@ pub fn spawn(db: Db, url: &str, token: &str, status: Arc<Status>) -> Result<Foll
         k.state = "starting";
         k.upstream = Some(upstream.url.clone());
     });
-    Background::spawn("coursed-follow", Duration::from_secs(2), move |stop| async move {
+    Background::spawn("coursed-follow", Duration::from_secs(2), false, move |stop| async move {
         let mut f = Follow { db, upstream, status, stop, cursor: None, feed: None, prefetched: None, verify: true };
         f.run().await;
     })

@@ -84,9 +84,12 @@ const STOP_WITHIN: Duration = Duration::from_secs(2);
 
 /// Starts delivering the webhooks of `db` until the returned handle is dropped; `base` is the
 /// origin of the links in what is sent (`--public-url`, or the address the server listens on).
-/// They run on a thread of their own, with a runtime of their own.
+/// They run on a thread of their own, with a runtime of their own, in the idle scheduling
+/// class: a delivery takes only CPU time that requests and the database leave, so webhooks
+/// never slow a write however busy the machine is (they fall behind while every core is busy,
+/// and catch up after).
 pub fn spawn(db: Db, base: Base, settings: Settings) -> Result<Deliveries, String> {
-    crate::background::Background::spawn("coursed-webhooks", STOP_WITHIN, move |stop| {
+    crate::background::Background::spawn("coursed-webhooks", STOP_WITHIN, true, move |stop| {
         deliver_all(db, base, settings, stop)
     })
 }
@@ -122,6 +125,7 @@ async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Stop) {
                 owner: owner.clone(),
                 webhook: w,
                 stop: stop.clone(),
+                renewed: std::time::Instant::now(),
             };
             // Out of `busy` however the delivery ends, a panic included.
             let done = Done { busy: busy.clone(), id: delivery.webhook.id.clone() };
@@ -161,6 +165,9 @@ struct Delivery {
     owner: String,
     webhook: Webhook,
     stop: Stop,
+    /// When the lease was last taken or renewed (when the statement was sent: the lease runs
+    /// from no earlier).
+    renewed: std::time::Instant,
 }
 
 /// A page of the feed, and the floor when what was asked for was pruned.
@@ -267,11 +274,11 @@ impl Delivery {
     async fn run(mut self) {
         let ctx = WriteContext::system("webhooks");
         let (id, owner) = (self.webhook.id.clone(), self.owner.clone());
-        let now = crate::time::now_ms();
+        let (asked, now) = (std::time::Instant::now(), crate::time::now_ms());
         let until = now + self.settings.lease.as_millis() as i64;
         // The row as the lease found it: another server may have moved it on since `due` read it.
         match self.db.write(&ctx, move |tx| Ok(store::lease(tx, &id, &owner, now, until)?)).await {
-            Ok(Some(current)) => self.webhook = current,
+            Ok(Some(current)) => (self.webhook, self.renewed) = (current, asked),
             _ => return,
         }
         let target = match Target::parse(&self.webhook.url) {
@@ -350,6 +357,23 @@ impl Delivery {
             for revision in &page.revisions {
                 let place = revision.seq.unwrap_or(after);
                 if filter.keeps_action(&revision.action) {
+                    // A POST starts with more of the lease left than it may take, so no other
+                    // server can take the webhook while it is on its way: after a stall (this
+                    // thread waits for idle CPU while every core is busy), renewed first.
+                    if self.renewed.elapsed() + self.settings.timeout + self.settings.lease / 10 >= self.settings.lease
+                    {
+                        let held = match pending.cursor {
+                            Some(_) => self.settle(&ctx, std::mem::take(&mut pending)).await,
+                            None => {
+                                let cursor = self.webhook.cursor;
+                                self.record(&ctx, &Outcome::Skipped { cursor, note: None }).await
+                            }
+                        };
+                        if !held {
+                            return;
+                        }
+                        recorded_at = std::time::Instant::now();
+                    }
                     match self.send(&mut connection, &key, revision).await {
                         Ok(status) => {
                             pending.delivered += 1;
@@ -449,16 +473,21 @@ impl Delivery {
         held
     }
 
-    /// Records `outcome`; false when this server no longer holds the lease.
-    async fn record(&self, ctx: &WriteContext, outcome: &Outcome) -> bool {
+    /// Records `outcome`, renewing the lease; false when this server no longer holds it.
+    async fn record(&mut self, ctx: &WriteContext, outcome: &Outcome) -> bool {
         let (id, owner, outcome) = (self.webhook.id.clone(), self.owner.clone(), outcome.clone());
-        let now = crate::time::now_ms();
+        let (asked, now) = (std::time::Instant::now(), crate::time::now_ms());
         let until = now + self.settings.lease.as_millis() as i64;
         if let Outcome::Failed { error, .. } = &outcome {
             log::warn!("webhook {} ({}): {error}", self.webhook.id, self.webhook.url);
         }
         match self.db.write(ctx, move |tx| Ok(store::record(tx, &id, &owner, now, until, &outcome)?)).await {
-            Ok(held) => held,
+            Ok(held) => {
+                if held {
+                    self.renewed = asked;
+                }
+                held
+            }
             Err(e) => {
                 log::warn!("webhook {}: cannot record a delivery: {e}", self.webhook.id);
                 false

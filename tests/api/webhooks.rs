@@ -120,6 +120,33 @@ fn quick() -> Settings {
     }
 }
 
+/// Deliveries take only CPU time that requests leave: their thread (every one in this process:
+/// tests run side by side), once started, is in the idle scheduling class.
+fn assert_deliveries_run_in_the_idle_class() {
+    let classes = || -> Vec<(String, i32)> {
+        let tasks = std::fs::read_dir("/proc/self/task").unwrap().flatten();
+        let named = tasks.filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|comm| comm.trim() == "coursed-webhook")
+        });
+        named
+            .map(|t| {
+                let tid: libc::pid_t = t.file_name().to_string_lossy().parse().unwrap();
+                // SAFETY: a thread id of this process; no pointers.
+                (tid.to_string(), unsafe { libc::sched_getscheduler(tid) })
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = classes();
+        if !seen.is_empty() && seen.iter().all(|(_, policy)| *policy == libc::SCHED_IDLE) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "threads delivering webhooks, and their classes: {seen:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 fn deliveries(t: &TestApp, settings: Settings) -> deliver::Deliveries {
     deliver::spawn(t.app.db.clone(), coursed::render::Base::new("http", "localhost:8080").unwrap(), settings).unwrap()
 }
@@ -175,6 +202,7 @@ async fn every_change_is_posted_signed_in_feed_order() {
     let (id, secret) = add(&t, &r.url(), &[]);
     assert!(secret.starts_with("whsec_"), "{secret}");
     let running = deliveries(&t, quick());
+    assert_deliveries_run_in_the_idle_class();
     let m = t.module("Plants").await;
     let s = t.subject("Leaves", Some(&m)).await;
     let body = json!({"data": {"type": "subjects", "id": s, "attributes": {"title": "Green leaves"}}});

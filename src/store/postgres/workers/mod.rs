@@ -28,7 +28,13 @@ struct Inner {
     max_wait: Duration,
     /// Signalled when the last thread has stopped.
     gone: Condvar,
+    /// Starts the threads that work handed over by a thread of the idle class needs (see
+    /// [`Workers::submit`]).
+    starter: Mutex<Option<std::sync::mpsc::Sender<Start>>>,
 }
+
+/// A thread for the starter to start: the engine's threads, and the slot it begins with.
+type Start = (Arc<Inner>, Arc<Slot>);
 
 #[derive(Default)]
 struct State {
@@ -64,7 +70,24 @@ pub enum Queue {
 
 impl Workers {
     pub fn new(max: usize, max_wait: Duration) -> Workers {
-        let inner = Inner { state: Mutex::default(), max: max.max(1), max_wait, gone: Condvar::new() };
+        let inner = Inner {
+            state: Mutex::default(),
+            max: max.max(1),
+            max_wait,
+            gone: Condvar::new(),
+            starter: Mutex::default(),
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<Start>();
+        // Started here, at the priority of whoever makes the engine (a server's main thread);
+        // it ends when the engine is dropped (the sender with it).
+        let started = std::thread::Builder::new().name("coursed-pg-start".into()).spawn(move || {
+            for (inner, slot) in rx {
+                inner.start(slot);
+            }
+        });
+        if started.is_ok() {
+            *lock(&inner.starter) = Some(tx);
+        }
         Workers { inner: Arc::new(inner) }
     }
 
@@ -101,6 +124,17 @@ impl Workers {
         }
         let job = if state.threads < self.inner.max {
             let slot = Arc::new(Slot { job: Mutex::new(Some(job)), thread: OnceLock::new() });
+            // A thread started by a thread of the idle class (webhooks' deliveries) would be of
+            // that class for good, and serve requests from it: the starter starts it instead.
+            if crate::priority::is_idle() {
+                let starter = lock(&self.inner.starter).clone();
+                if let Some(tx) = starter {
+                    if tx.send((self.inner.clone(), slot.clone())).is_ok() {
+                        state.threads += 1;
+                        return;
+                    }
+                }
+            }
             let (inner, its) = (self.inner.clone(), slot.clone());
             match std::thread::Builder::new().name("coursed-pg".into()).spawn(move || inner.work(its)) {
                 Ok(_) => {
@@ -140,6 +174,7 @@ impl Drop for Workers {
             state.stopped = true;
             std::mem::take(&mut state.idle)
         };
+        lock(&self.inner.starter).take();
         for thread in idle.iter().filter_map(|slot| slot.thread.get()) {
             thread.unpark();
         }
@@ -149,6 +184,29 @@ impl Drop for Workers {
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         lock(&self.state)
+    }
+
+    /// Starts the thread of `slot` (counted already), for [`Workers::submit`] from a thread of
+    /// the idle class. If no thread can be started, its work waits for a busy one, or is
+    /// dropped unrun when there is none (its owner answers 503).
+    fn start(self: Arc<Self>, slot: Arc<Slot>) {
+        let (inner, its) = (self.clone(), slot.clone());
+        if let Err(e) = std::thread::Builder::new().name("coursed-pg".into()).spawn(move || inner.work(its)) {
+            let job = lock(&slot.job).take();
+            let mut state = self.lock();
+            state.threads -= 1;
+            if state.threads == 0 {
+                self.gone.notify_all();
+            }
+            log::warn!("cannot start a thread for PostgreSQL work ({e})");
+            match job {
+                Some(job) if state.threads > 0 && !state.stopped => state.queue.push_front((Instant::now(), job)),
+                job => {
+                    drop(state);
+                    drop(job);
+                }
+            }
+        }
     }
 
     /// A thread's life: the job it was started for, then whatever is queued or handed to it,

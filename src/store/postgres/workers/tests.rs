@@ -181,3 +181,30 @@ fn dropping_stops_the_threads_idle_and_busy() {
         .unwrap_or_else(|e| e.into_inner());
     assert!(!timeout.timed_out(), "{} threads still running", state.threads);
 }
+
+#[test]
+fn work_handed_over_by_an_idle_thread_runs_at_the_requests_priority() {
+    let workers = Arc::new(Workers::new(2, LONG));
+    let policy = || unsafe { libc::sched_getscheduler(0) };
+    let handing = workers.clone();
+    // The first piece of work starts the engine's first thread, from a thread of the idle class.
+    let (class, second) = std::thread::spawn(move || {
+        crate::priority::idle();
+        assert_eq!(policy(), libc::SCHED_IDLE);
+        let (tx, rx) = mpsc::channel();
+        let tx2 = tx.clone();
+        handing.submit(Box::new(move || tx.send(policy()).unwrap()), Queue::Back);
+        let first = rx.recv_timeout(Duration::from_secs(30)).expect("the work ran");
+        // Both threads busy at once: the second is started too.
+        let (release, running) = holding(&handing);
+        running.recv_timeout(Duration::from_secs(30)).unwrap();
+        handing.submit(Box::new(move || tx2.send(policy()).unwrap()), Queue::Back);
+        let second = rx.recv_timeout(Duration::from_secs(30)).expect("the work ran");
+        drop(release);
+        (first, second)
+    })
+    .join()
+    .unwrap();
+    assert_eq!((class, second), (libc::SCHED_OTHER, libc::SCHED_OTHER));
+    assert_eq!(lock(&workers.inner.state).threads, 2);
+}
