@@ -21,6 +21,7 @@ mod operations;
 mod read;
 mod related;
 mod reply;
+pub mod revision_json;
 pub mod revisions;
 mod route;
 mod stream;

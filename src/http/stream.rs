@@ -246,8 +246,11 @@ impl Subscriber {
         }
         let base = &self.base;
         let render = |r: &Revision| {
-            let data = serde_json::to_string(&super::revisions::object(base, r)).unwrap_or_default();
-            Bytes::from(format!("id: {seq}\nevent: revision\ndata: {data}\n\n"))
+            let mut event = format!("id: {seq}\nevent: revision\ndata: ").into_bytes();
+            event.reserve(r.changes.len() + 640);
+            super::revision_json::write_object(base, r, &mut event);
+            event.extend_from_slice(b"\n\n");
+            Bytes::from(event)
         };
         let bytes = match event {
             Some(e) => e.rendered(base, render),

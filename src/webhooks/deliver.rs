@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use serde_json::json;
 
 use super::store::{self, Outcome, Webhook};
 use super::{signing_key, Filter, SigningKey};
@@ -202,8 +201,7 @@ impl Pages {
         if let Some((_, body)) = lock(&self.rendered).iter().rev().find(|(key, _)| *key == revision.key) {
             return body.clone();
         }
-        let doc = json!({"jsonapi": {"version": "1.0"}, "data": crate::http::revisions::object(base, revision)});
-        let body = Bytes::from(serde_json::to_vec(&doc).unwrap_or_default());
+        let body = Bytes::from(crate::http::revision_json::document(base, revision));
         let mut rendered = lock(&self.rendered);
         if rendered.len() == RENDERED_KEPT {
             rendered.pop_front();
