@@ -10,7 +10,11 @@
 - The lag of deliveries (from a revision's commit to its receipt) with 3 webhooks while
   subjects are created at 500 per second for 20 s; target: p99 <= 2 s.
 
-    bench/webhooks.py [--rounds 2] [--no-pg] [--rate 500] [--seconds 20]
+    bench/webhooks.py [--rounds 2] [--no-pg] [--rate 500] [--seconds 20] [--database-core]
+
+--database-core puts PostgreSQL on a core of its own and everything else on the other, as when
+the database runs on a machine of its own: what webhooks then cost the writes is what they ask
+of the database (reading each revision back once per server) and of coursed's own core.
 
 Build first: cargo build --release --bin coursed --example webhook_load (bench/webhooks.sh does).
 """
@@ -21,7 +25,7 @@ import subprocess
 import sys
 
 from bench import catalogue_100, coursed_bin, fresh_copy, pg_pristine
-from procs import cpu_ticks
+from procs import cpu_ticks, tree
 from servers import Server, log
 from workloads import CLK, TOKEN, first_id, wrk
 
@@ -61,6 +65,18 @@ class Receivers:
     def stop(self):
         self.proc.terminate()
         self.proc.wait()
+
+
+def apart_cores(cluster):
+    """The cluster's processes on the last core (the backends it starts later inherit it), this
+    process and what it starts (coursed, wrk, the receivers) on the others."""
+    last = max(os.sched_getaffinity(0))
+    with open(os.path.join(cluster.data, "postmaster.pid")) as f:
+        postmaster = int(f.readline())
+    for pid in tree(postmaster):
+        os.sched_setaffinity(pid, {last})
+    os.sched_setaffinity(0, os.sched_getaffinity(0) - {last})
+    log(f"PostgreSQL on core {last}; coursed, wrk and the receivers on {sorted(os.sched_getaffinity(0))}")
 
 
 def server(args, name, database, prepare, db_ticks=None):
@@ -130,6 +146,9 @@ def main():
     ap.add_argument("--idle-wait", type=int, default=30)
     ap.add_argument("--profile", default="release")
     ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")))
+    ap.add_argument("--database-core", action="store_true",
+                    help="PostgreSQL on one core, and coursed, wrk and the receivers on the other, as when the "
+                         "database runs on a machine of its own")
     args = ap.parse_args()
     work, out, data_dir, pristine = catalogue_100(args, "webhooks")
     engines = []
@@ -138,6 +157,8 @@ def main():
         engines.append(("sqlite", run_db, lambda: fresh_copy(pristine, run_db)))
     args.no_pg = args.no_pg or "postgres" not in args.engines
     cluster = pg_pristine(args, work, pristine)
+    if cluster and args.database_core:
+        apart_cores(cluster)
     if cluster:
         engines.append(("postgres", cluster.url("coursed_work"),
                         lambda: cluster.fresh("coursed_work", "coursed_pristine")))

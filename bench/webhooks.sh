@@ -2,7 +2,7 @@
 # Webhooks under load (bench/webhooks.py): W4 and W5 with 3 webhooks against without, and the
 # delivery lag at 500 creates/s, on SQLite and PostgreSQL.
 #
-#   bench/webhooks.sh [--rounds 2] [--no-pg] [--rate 500] [--seconds 20]
+#   bench/webhooks.sh [--rounds 2] [--no-pg] [--rate 500] [--seconds 20] [--database-core]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 cd "$HERE/.."

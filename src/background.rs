@@ -16,6 +16,13 @@ impl Stop {
         self.0.load(Ordering::SeqCst)
     }
 
+    /// Returns once asked to stop.
+    pub async fn wait(&self) {
+        while !self.stopped() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Sleeps for `d`, or less when asked to stop meanwhile.
     pub async fn sleep(&self, d: Duration) {
         let until = tokio::time::Instant::now() + d;

@@ -87,17 +87,49 @@ const STOP_WITHIN: Duration = Duration::from_secs(2);
 /// class: a delivery takes only CPU time that requests and the database leave, so webhooks
 /// never slow a write however busy the machine is (they fall behind while every core is busy,
 /// and catch up after).
+///
+/// Their reads of the database run on the runtime `spawn` is called from (the server's), at
+/// the requests' priority: a read holds a snapshot (on SQLite, one that keeps the WAL from
+/// being started over) and a pooled connection, which must not wait on a thread that waits for
+/// idle CPU. Called outside a runtime, they read on their own thread.
 pub fn spawn(db: Db, base: Base, settings: Settings) -> Result<Deliveries, String> {
+    let reads = tokio::runtime::Handle::try_current().ok();
     crate::background::Background::spawn("coursed-webhooks", STOP_WITHIN, true, move |stop| {
-        deliver_all(db, base, settings, stop)
+        deliver_all(db, base, settings, stop, reads)
     })
 }
 
-async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Stop) {
+/// Where the deliveries' reads run (see [`spawn`]).
+#[derive(Default)]
+struct Reads {
+    handle: Option<tokio::runtime::Handle>,
+    stop: Stop,
+}
+
+impl Reads {
+    /// Runs the read `f` on the server's runtime, or here without one. A read still waiting
+    /// there when the deliveries are asked to stop is left to finish alone: the server may be
+    /// stopping that runtime, or waiting on it for the deliveries.
+    async fn run<T, F>(&self, db: &Db, f: F) -> crate::error::Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut dyn crate::store::Tx) -> crate::error::Result<T> + Send + 'static,
+    {
+        let Some(handle) = &self.handle else { return db.read(f).await };
+        let db = db.clone();
+        let read = handle.spawn(async move { db.read(f).await });
+        tokio::select! {
+            done = read => done.map_err(crate::error::Error::internal)?,
+            () = self.stop.wait() => Err(crate::error::Error::unavailable("the deliveries are stopping")),
+        }
+    }
+}
+
+async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Stop, handle: Option<tokio::runtime::Handle>) {
     let owner = uuid::Uuid::new_v4().to_string();
     let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut running = tokio::task::JoinSet::new();
-    let pages = Arc::new(Pages::default());
+    let pages = Arc::new(Pages { reads: Reads { handle, stop: stop.clone() }, ..Pages::default() });
     let settings = Arc::new(settings);
     let mut tick = tokio::time::interval(settings.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -105,7 +137,7 @@ async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Stop) {
         tick.tick().await;
         let now = crate::time::now_ms();
         let mine = owner.clone();
-        let due = match db.read(move |tx| Ok(store::due(tx, now, &mine)?)).await {
+        let due = match pages.reads.run(&db, move |tx| Ok(store::due(tx, now, &mine)?)).await {
             Ok(due) => due,
             Err(e) => {
                 log::warn!("webhooks: cannot read which are due: {e}");
@@ -177,6 +209,8 @@ type Read = (history::FeedPage, Option<i64>);
 /// revision's document is rendered once for all of them.
 #[derive(Default)]
 struct Pages {
+    /// Where the pages are read (see [`spawn`]).
+    reads: Reads,
     /// Newest last.
     kept: Mutex<Vec<Kept>>,
     /// The documents of revisions sent lately, by revision key, oldest first.
@@ -239,13 +273,14 @@ impl Pages {
         }
         let types = types.to_vec();
         let read = Arc::new(
-            db.read(move |tx| {
-                let page = history::feed(tx, after, PAGE, &types)?;
-                // Revisions pruned before they were delivered: on from the oldest kept.
-                let floor = if page.pruned { Some(history::floor(tx)?) } else { None };
-                Ok((page, floor))
-            })
-            .await?,
+            self.reads
+                .run(db, move |tx| {
+                    let page = history::feed(tx, after, PAGE, &types)?;
+                    // Revisions pruned before they were delivered: on from the oldest kept.
+                    let floor = if page.pruned { Some(history::floor(tx)?) } else { None };
+                    Ok((page, floor))
+                })
+                .await?,
         );
         if !read.0.revisions.is_empty() {
             let mut kept = lock(&self.kept);
