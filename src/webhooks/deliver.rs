@@ -84,9 +84,10 @@ const STOP_WITHIN: Duration = Duration::from_secs(2);
 /// Starts delivering the webhooks of `db` until the returned handle is dropped; `base` is the
 /// origin of the links in what is sent (`--public-url`, or the address the server listens on).
 /// They run on a thread of their own, with a runtime of their own, in the idle scheduling
-/// class: a delivery takes only CPU time that requests and the database leave, so webhooks
-/// never slow a write however busy the machine is (they fall behind while every core is busy,
-/// and catch up after).
+/// class: among this server's threads, a delivery runs only when no other wants a core (it
+/// falls behind while requests keep every core busy, and catches up after). Linux shares the
+/// CPU between sessions or services first, so a database on the same machine is not shielded
+/// the same way (docs/history-and-events.md).
 ///
 /// Their reads of the database run on the runtime `spawn` is called from (the server's), at
 /// the requests' priority: a read holds a snapshot (on SQLite, one that keeps the WAL from
