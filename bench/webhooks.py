@@ -7,6 +7,10 @@
   on keep-alive connections and answer 204. They stand for other systems, which run on other
   machines: here they share the two cores, so they take only the CPU time the server and its
   database leave (SCHED_IDLE, in a session of their own at nice 19), as the deliveries do.
+  Deliveries wait while requests saturate the machine (up to 60 s): each line says how many
+  were made during the run and how long the rest took after it, and `all` is every CPU second
+  the work took (coursed, its database, the receivers) from the run's start until the last
+  delivery, per request: what the deliveries cost, wherever they ran.
 - The lag of deliveries (from a revision's commit to its receipt) with 3 webhooks while
   subjects are created at 500 per second for 20 s; target: p99 <= 2 s.
 
@@ -23,6 +27,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 from bench import catalogue_100, coursed_bin, fresh_copy, pg_pristine
 from procs import cpu_ticks, tree
@@ -56,11 +61,32 @@ class Receivers:
     def __init__(self, args, database, addr, module, seconds=600):
         argv = [os.path.join(args.target_dir, args.profile, "examples", "webhook_load"), coursed_bin(args), database,
                 addr, TOKEN, module, str(RECEIVERS), "0", str(seconds)]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     preexec_fn=idle)
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, preexec_fn=idle)
         line = self.proc.stdout.readline()
         if not line.startswith("ready"):
             raise SystemExit(f"the receivers did not start: {line}{self.proc.stderr.read()}")
+
+    def count(self):
+        """How many deliveries the receivers took so far."""
+        self.proc.stdin.write("count\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line.startswith("took "):
+            raise SystemExit(f"the receivers said {line!r}: {self.proc.stderr.read()}")
+        return int(line.split()[1])
+
+    def drained(self, quiet_s=1.5, limit_s=300):
+        """Waits until no delivery came for `quiet_s`: the count, and the seconds from the call
+        to the last delivery."""
+        start = time.monotonic()
+        last, last_at = self.count(), start
+        while time.monotonic() - last_at < quiet_s and time.monotonic() - start < limit_s:
+            time.sleep(0.1)
+            n = self.count()
+            if n != last:
+                last, last_at = n, time.monotonic()
+        return last, (last_at - start) if last_at > start else 0.0
 
     def stop(self):
         self.proc.terminate()
@@ -98,12 +124,28 @@ def throughput(args, engine, database, prepare, data_dir, out, db_ticks=None):
             try:
                 for w in ("W4", "W5"):
                     taken = cpu_ticks(receivers.proc.pid) if receivers else 0
+                    before = receivers.count() if receivers else 0
+                    everything = cpu_ticks(s.proc.pid) + (db_ticks() if db_ticks else 0) + taken
                     r = wrk(s, w, args, data_dir, out, f"{engine}-{variant}-{rnd}")
+                    seconds = sum(float(d.rstrip("s")) for d in (args.duration, args.warmup))
+                    # Deliveries wait while requests saturate the machine: how many came during
+                    # the run (warm-up included), and how long the rest took after it.
+                    caught_up = ""
+                    if receivers:
+                        during = receivers.count() - before
+                        total, after_s = receivers.drained()
+                        if total > before:
+                            caught_up = (f"  delivered during the run {100 * during / (total - before):.0f}%, "
+                                         f"the rest {after_s:.1f} s after")
                     # The receivers stand for other machines: what they took of this one, about
                     # (over the warm-up too, per request of the measured window's rate).
                     taken = cpu_ticks(receivers.proc.pid) - taken if receivers else 0
-                    seconds = sum(float(d.rstrip("s")) for d in (args.duration, args.warmup))
                     theirs = f"  receivers ~{taken * 1e6 / CLK / (r['rps'] * seconds):.0f} µs/req" if receivers else ""
+                    # All the CPU the work took, deliveries caught up included (per request, the
+                    # same way): what the deliveries cost, wherever they ran.
+                    everything = (cpu_ticks(s.proc.pid) + (db_ticks() if db_ticks else 0)
+                                  + (cpu_ticks(receivers.proc.pid) if receivers else 0) - everything)
+                    theirs += f"{caught_up}  all ~{everything * 1e6 / CLK / (r['rps'] * seconds):.0f} µs/req"
                     if r["non2xx"] or r["socket_errors"]:
                         raise SystemExit(f"{engine} {variant} {w}: {r['non2xx']} unexpected statuses, "
                                          f"{r['socket_errors']} socket errors")

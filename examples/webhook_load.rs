@@ -1,7 +1,7 @@
 //! Webhooks under load: RECEIVERS local HTTP receivers, each registered as a webhook of the
 //! database a running coursed serves (`coursed webhook add`), then subjects created at RATE per
 //! second for SECONDS (W4's bodies; RATE 0: none, the receivers only take what comes, as while
-//! bench/webhooks.py runs wrk). Measures each delivery's lag from its revision's commit (`at`)
+//! bench/webhooks.py runs wrk, answering `took N` to each line on stdin). Measures each delivery's lag from its revision's commit (`at`)
 //! to its receipt. Run by bench/webhooks.py:
 //!
 //! ```sh
@@ -87,6 +87,13 @@ async fn main() {
     }
     println!("ready: {receivers} receivers");
     if rate == 0 {
+        // Each line read on stdin is answered with how many deliveries were taken so far.
+        let taken = lags.clone();
+        std::thread::spawn(move || {
+            for _ in std::io::stdin().lines().map_while(Result::ok) {
+                println!("took {}", taken.lock().unwrap().len());
+            }
+        });
         tokio::time::sleep(Duration::from_secs(seconds)).await;
         let n = lags.lock().unwrap().len();
         println!("receivers {receivers} took {n} deliveries in {seconds} s");

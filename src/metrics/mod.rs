@@ -195,6 +195,8 @@ pub struct Metrics {
     pub stream_events: Counter,
     pub webhook_delivered: Counter,
     pub webhook_failed: Counter,
+    /// 1 while deliveries wait for requests that saturate the machine.
+    pub webhook_waiting: Gauge,
     pub follow_applied: Counter,
 }
 
@@ -466,6 +468,12 @@ pub fn render(now: &Now) -> String {
         "coursed_webhook_delivery_failures_total",
         "Webhook deliveries that failed (an answer other than 2xx, a timeout, no connection).",
         m.webhook_failed.get(),
+    );
+    gauge(
+        &mut out,
+        "coursed_webhook_deliveries_waiting",
+        "1 while deliveries wait because requests saturate the machine (for up to 60 s), else 0.",
+        m.webhook_waiting.get().to_string(),
     );
     counter(
         &mut out,

@@ -153,9 +153,10 @@ where
 
     fn call(&self, mut req: Request<B>) -> Self::Future {
         self.watch.begin(req.version());
+        let busy = Busy::new(self.watch.clone());
         absolute_form(&mut req);
         let inner = crate::http::with_peer(self.peer, || self.inner.call(req));
-        InFlight { inner, peer: self.peer, _busy: Busy(self.watch.clone()) }
+        InFlight { inner, peer: self.peer, _busy: busy }
     }
 }
 
@@ -175,11 +176,21 @@ fn absolute_form<B>(req: &mut Request<B>) {
     req.headers_mut().insert(HOST, authority);
 }
 
+/// A request in flight: ended on its connection's watch, and in the process's count of
+/// requests in flight (see [`crate::priority::Saturation`]), when dropped.
 struct Busy(Arc<Watch>);
+
+impl Busy {
+    fn new(watch: Arc<Watch>) -> Busy {
+        crate::priority::request_began();
+        Busy(watch)
+    }
+}
 
 impl Drop for Busy {
     fn drop(&mut self) {
         self.0.end();
+        crate::priority::request_ended();
     }
 }
 

@@ -17,6 +17,7 @@ use super::store::{self, Outcome, Webhook};
 use super::{signing_key, Filter, SigningKey};
 use crate::background::Stop;
 use crate::client::{self, Target};
+use crate::priority::Saturation;
 use crate::render::Base;
 use crate::resources;
 use crate::store::history::{self, revision_id, Revision};
@@ -38,6 +39,11 @@ pub struct Settings {
     /// renewed whenever a delivering server records how far it got), short enough that a server
     /// that died holds its webhooks up for no longer.
     pub lease: Duration,
+    /// While requests want every core ([`Saturation`]), deliveries wait, for up to this long at
+    /// a time: after it, they go on while the saturation lasts (in the idle class), so none
+    /// falls further behind than this and the time to catch up.
+    pub give_way_for: Duration,
+    pub saturation: Saturation,
 }
 
 impl Default for Settings {
@@ -49,6 +55,8 @@ impl Default for Settings {
             give_up_after: Duration::from_secs(24 * 3600),
             every: Duration::from_millis(200),
             lease: Duration::from_secs(20),
+            give_way_for: Duration::from_secs(60),
+            saturation: Saturation::machine(),
         }
     }
 }
@@ -121,7 +129,8 @@ impl Reads {
         let read = handle.spawn(async move { db.read(f).await });
         tokio::select! {
             done = read => done.map_err(crate::error::Error::internal)?,
-            () = self.stop.wait() => Err(crate::error::Error::unavailable("the deliveries are stopping")),
+            // Not logged: the deliveries are stopping, as asked.
+            () = self.stop.wait() => Err(crate::error::Error::busy()),
         }
     }
 }
@@ -131,17 +140,27 @@ async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Stop, handle:
     let busy: Arc<Mutex<HashSet<String>>> = Arc::default();
     let mut running = tokio::task::JoinSet::new();
     let pages = Arc::new(Pages { reads: Reads { handle, stop: stop.clone() }, ..Pages::default() });
+    let give_way = Arc::new(GiveWay {
+        since: Mutex::new(None),
+        limit: settings.give_way_for,
+        saturation: settings.saturation.clone(),
+    });
     let settings = Arc::new(settings);
     let mut tick = tokio::time::interval(settings.every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     while !stop.stopped() {
         tick.tick().await;
+        if give_way.now() {
+            continue;
+        }
         let now = crate::time::now_ms();
         let mine = owner.clone();
         let due = match pages.reads.run(&db, move |tx| Ok(store::due(tx, now, &mine)?)).await {
             Ok(due) => due,
             Err(e) => {
-                log::warn!("webhooks: cannot read which are due: {e}");
+                if !stop.stopped() {
+                    log::warn!("webhooks: cannot read which are due: {e}");
+                }
                 continue;
             }
         };
@@ -158,6 +177,7 @@ async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Stop, handle:
                 webhook: w,
                 stop: stop.clone(),
                 renewed: std::time::Instant::now(),
+                give_way: give_way.clone(),
             };
             // Out of `busy` however the delivery ends, a panic included.
             let done = Done { busy: busy.clone(), id: delivery.webhook.id.clone() };
@@ -170,6 +190,28 @@ async fn deliver_all(db: Db, base: Base, settings: Settings, stop: Stop, handle:
     }
     // Stopping: the deliveries record how far they got and give their leases up.
     let _ = tokio::time::timeout(STOP_WITHIN, async { while running.join_next().await.is_some() {} }).await;
+}
+
+/// Deliveries wait while requests want every core, for up to `limit` from when that began.
+struct GiveWay {
+    /// When the saturation that goes on began.
+    since: Mutex<Option<std::time::Instant>>,
+    limit: Duration,
+    saturation: Saturation,
+}
+
+impl GiveWay {
+    /// Whether deliveries wait now.
+    fn now(&self) -> bool {
+        let saturated = self.saturation.now();
+        let mut since = lock(&self.since);
+        let waiting = saturated && since.get_or_insert_with(std::time::Instant::now).elapsed() < self.limit;
+        if !saturated {
+            *since = None;
+        }
+        crate::metrics::M.webhook_waiting.set(i64::from(waiting));
+        waiting
+    }
 }
 
 /// Takes a webhook out of the set of those being delivered when its delivery ends.
@@ -200,6 +242,7 @@ struct Delivery {
     /// When the lease was last taken or renewed (when the statement was sent: the lease runs
     /// from no earlier).
     renewed: std::time::Instant,
+    give_way: Arc<GiveWay>,
 }
 
 /// A page of the feed, and the floor when what was asked for was pruned.
@@ -345,11 +388,21 @@ impl Delivery {
         let mut recorded_at = std::time::Instant::now();
         let mut idle_since: Option<std::time::Instant> = None;
         loop {
+            if self.give_way.now() {
+                // Requests want every core: what was delivered is recorded and the lease given
+                // up; the webhook is taken again when they leave some (by whichever server).
+                if self.settle(&ctx, pending).await {
+                    self.release(&ctx).await;
+                }
+                return;
+            }
             let after = pending.cursor.unwrap_or(self.webhook.cursor);
             let read = match self.pages.read(&self.db, after, &types).await {
                 Ok(read) => read,
                 Err(e) => {
-                    log::warn!("webhook {}: cannot read the change feed: {e}", self.webhook.id);
+                    if !self.stop.stopped() {
+                        log::warn!("webhook {}: cannot read the change feed: {e}", self.webhook.id);
+                    }
                     self.settle(&ctx, pending).await;
                     self.release(&ctx).await;
                     return;

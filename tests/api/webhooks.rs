@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::{on_both, TestApp};
+use coursed::priority::Saturation;
 use coursed::webhooks::deliver::{self, Settings};
 
 /// What a receiver answers its `n`-th request (from 0): a status, after a delay.
@@ -117,6 +118,10 @@ fn quick() -> Settings {
         give_up_after: Duration::from_secs(3600),
         every: Duration::from_millis(20),
         lease: Duration::from_secs(5),
+        // The machine running the tests is often saturated: deliveries give way only where a
+        // test says so.
+        give_way_for: Duration::from_secs(60),
+        saturation: Saturation::given(false),
     }
 }
 
@@ -439,4 +444,45 @@ async fn revisions_pruned_before_their_delivery_are_passed_over() {
     let titles: Vec<&Value> =
         got[tried..].iter().map(|g| &g.body["data"]["attributes"]["changes"]["title"]["after"]).collect();
     assert_eq!(titles, [&json!("Written after the prune")], "the pruned revision is not sent");
+}
+
+on_both!(while_requests_want_every_core_deliveries_wait_for_up_to_their_limit);
+async fn while_requests_want_every_core_deliveries_wait_for_up_to_their_limit() {
+    let t = TestApp::new().await;
+    let r = Receiver::start(ok);
+    add(&t, &r.url(), &[]);
+    let saturation = Saturation::given(false);
+    let running = deliveries(&t, Settings { saturation: saturation.clone(), ..quick() });
+    t.module("Delivered at once").await;
+    until("the first delivery", || r.got().len() == 1).await;
+
+    // Saturated: nothing is sent, however long it lasts (up to the limit, here 60 s)...
+    saturation.set(true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    t.module("Waits").await;
+    t.module("Waits too").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(r.got().len(), 1, "sent while requests wanted every core");
+    // ... and everything, in order, once requests leave some CPU time.
+    saturation.set(false);
+    until("the two that waited", || r.got().len() == 3).await;
+    let titles: Vec<Value> =
+        r.got().iter().map(|g| g.body["data"]["attributes"]["changes"]["title"]["after"].clone()).collect();
+    assert_eq!(titles, [json!("Delivered at once"), json!("Waits"), json!("Waits too")]);
+    drop(running);
+
+    // A saturation that outlasts the limit holds deliveries up no longer than that.
+    let running = deliveries(
+        &t,
+        Settings { saturation: saturation.clone(), give_way_for: Duration::from_millis(1500), ..quick() },
+    );
+    saturation.set(true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = Instant::now();
+    t.module("Sent after the limit").await;
+    until("the delivery after the limit", || r.got().len() == 4).await;
+    let waited = asked.elapsed();
+    assert!(waited >= Duration::from_millis(1000), "sent after {waited:?}, while saturated for less than the limit");
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    drop(running);
 }
