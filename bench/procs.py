@@ -55,9 +55,14 @@ def memory_kib(pid):
     return hwm, anon
 
 
-def machine_jiffies():
+def machine_ticks():
+    """The cpu line of /proc/stat: user, nice, system, idle, iowait, irq, softirq, steal, ..."""
     with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def machine_jiffies():
+    v = machine_ticks()
     busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]
     return busy, busy + v[3] + v[4]
 

@@ -86,11 +86,21 @@ class Receivers:
             n = self.count()
             if n != last:
                 last, last_at = n, time.monotonic()
-        return last, (last_at - start) if last_at > start else 0.0
+        return last, last_at - start
 
     def stop(self):
         self.proc.terminate()
         self.proc.wait()
+
+
+def run_options(ap, idle_wait=30):
+    """The options of a wrk run and of the build measured, shared by the webhooks' benchmarks."""
+    ap.add_argument("--duration", default="10s")
+    ap.add_argument("--warmup", default="3s")
+    ap.add_argument("--connections", type=int, default=16)
+    ap.add_argument("--idle-wait", type=int, default=idle_wait)
+    ap.add_argument("--profile", default="release")
+    ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")))
 
 
 def apart_cores(cluster):
@@ -122,12 +132,14 @@ def throughput(args, engine, database, prepare, data_dir, out, db_ticks=None):
             s.start(os.path.join(out, f"{engine}-{variant}-{rnd}.log"))
             receivers = Receivers(args, database, f"127.0.0.1:{s.port}", module) if variant == "with" else None
             try:
+                theirs_ticks = (lambda: cpu_ticks(receivers.proc.pid)) if receivers else (lambda: 0)
+                # Every tick the work takes: coursed's, its database's, the receivers'.
+                all_ticks = lambda: cpu_ticks(s.proc.pid) + (db_ticks() if db_ticks else 0) + theirs_ticks()
+                seconds = sum(float(d.rstrip("s")) for d in (args.duration, args.warmup))
                 for w in ("W4", "W5"):
-                    taken = cpu_ticks(receivers.proc.pid) if receivers else 0
+                    taken, everything = theirs_ticks(), all_ticks()
                     before = receivers.count() if receivers else 0
-                    everything = cpu_ticks(s.proc.pid) + (db_ticks() if db_ticks else 0) + taken
                     r = wrk(s, w, args, data_dir, out, f"{engine}-{variant}-{rnd}")
-                    seconds = sum(float(d.rstrip("s")) for d in (args.duration, args.warmup))
                     # Deliveries wait while requests saturate the machine: how many came during
                     # the run (warm-up included), and how long the rest took after it.
                     caught_up = ""
@@ -139,13 +151,12 @@ def throughput(args, engine, database, prepare, data_dir, out, db_ticks=None):
                                          f"the rest {after_s:.1f} s after")
                     # The receivers stand for other machines: what they took of this one, about
                     # (over the warm-up too, per request of the measured window's rate).
-                    taken = cpu_ticks(receivers.proc.pid) - taken if receivers else 0
-                    theirs = f"  receivers ~{taken * 1e6 / CLK / (r['rps'] * seconds):.0f} µs/req" if receivers else ""
+                    per_req = 1e6 / CLK / (r["rps"] * seconds)
+                    taken = theirs_ticks() - taken
+                    theirs = f"  receivers ~{taken * per_req:.0f} µs/req" if receivers else ""
                     # All the CPU the work took, deliveries caught up included (per request, the
                     # same way): what the deliveries cost, wherever they ran.
-                    everything = (cpu_ticks(s.proc.pid) + (db_ticks() if db_ticks else 0)
-                                  + (cpu_ticks(receivers.proc.pid) if receivers else 0) - everything)
-                    theirs += f"{caught_up}  all ~{everything * 1e6 / CLK / (r['rps'] * seconds):.0f} µs/req"
+                    theirs += f"{caught_up}  all ~{(all_ticks() - everything) * per_req:.0f} µs/req"
                     if r["non2xx"] or r["socket_errors"]:
                         raise SystemExit(f"{engine} {variant} {w}: {r['non2xx']} unexpected statuses, "
                                          f"{r['socket_errors']} socket errors")
@@ -182,12 +193,7 @@ def main():
     ap.add_argument("--engines", default="sqlite,postgres", help="which engines to measure")
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--seconds", type=int, default=20)
-    ap.add_argument("--duration", default="10s")
-    ap.add_argument("--warmup", default="3s")
-    ap.add_argument("--connections", type=int, default=16)
-    ap.add_argument("--idle-wait", type=int, default=30)
-    ap.add_argument("--profile", default="release")
-    ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target")))
+    run_options(ap)
     ap.add_argument("--database-core", action="store_true",
                     help="PostgreSQL on one core, and coursed, wrk and the receivers on the other, as when the "
                          "database runs on a machine of its own")

@@ -24,12 +24,7 @@ from workloads import TOKEN, wrk  # noqa: E402
 ap = argparse.ArgumentParser()
 ap.add_argument("--rounds", type=int, default=4)
 ap.add_argument("--engines", default="sqlite,postgres")
-ap.add_argument("--duration", default="10s")
-ap.add_argument("--warmup", default="3s")
-ap.add_argument("--connections", type=int, default=16)
-ap.add_argument("--idle-wait", type=int, default=20)
-ap.add_argument("--profile", default="release")
-ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(os.path.dirname(HERE), "target")))
+webhooks.run_options(ap, idle_wait=20)
 ap.add_argument("--baseline", required=True, help="the coursed binary to compare with")
 args = ap.parse_args()
 args.no_pg = "postgres" not in args.engines

@@ -17,15 +17,10 @@ import os
 
 import webhooks
 from bench import catalogue_100, fresh_copy
+from procs import machine_ticks
 from workloads import CLK, first_id, wrk
 
 KINDS = ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"]
-
-
-def machine():
-    """The cpu line of /proc/stat, in clock ticks, by kind."""
-    with open("/proc/stat") as f:
-        return [int(x) for x in f.readline().split()[1:9]]
 
 
 def threads(pid):
@@ -46,12 +41,7 @@ def threads(pid):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--connections", type=int, default=16)
-    ap.add_argument("--idle-wait", type=int, default=30)
-    ap.add_argument("--duration", default="10s")
-    ap.add_argument("--warmup", default="3s")
-    ap.add_argument("--profile", default="release")
-    ap.add_argument("--target-dir", default=os.environ.get("CARGO_TARGET_DIR", os.path.join(webhooks.REPO, "target")))
+    webhooks.run_options(ap)
     args = ap.parse_args()
     args.no_pg = True
     work, out, data_dir, pristine = catalogue_100(args, "webhooks")
@@ -66,9 +56,9 @@ def main():
             s.start(os.path.join(out, f"cpu-{variant}-{rnd}.log"))
             receivers = webhooks.Receivers(args, run_db, f"127.0.0.1:{s.port}", module) if variant == "with" else None
             try:
-                m0, t0 = machine(), threads(s.proc.pid)
+                m0, t0 = machine_ticks(), threads(s.proc.pid)
                 r = wrk(s, "W4", args, data_dir, out, f"cpu-{variant}-{rnd}")
-                m1, t1 = machine(), threads(s.proc.pid)
+                m1, t1 = machine_ticks(), threads(s.proc.pid)
                 per = 1e6 / CLK / (r["rps"] * seconds)
                 kinds = " ".join(f"{k} {(b - a) * per:.0f}" for k, a, b in zip(KINDS, m0, m1) if k in
                                  ("user", "system", "idle", "iowait", "softirq"))

@@ -43,6 +43,7 @@ pub struct Settings {
     /// a time: after it, they go on while the saturation lasts (in the idle class), so none
     /// falls further behind than this and the time to catch up.
     pub give_way_for: Duration,
+    /// Whether requests want every core (read from the machine; set by hand in tests).
     pub saturation: Saturation,
 }
 
